@@ -1,0 +1,95 @@
+"""Fix primitives: pure functions `fn(model, **params) -> ModelProto`, one module each, registered by id.
+
+A primitive never mutates its input (it works on a copy) and never reads a rule file: rules name a primitive
+and its parameters; the registry is the only way from a name to code.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+
+from onnx import ModelProto
+
+
+class Safety(str, Enum):
+    EXACT = "exact"  # same numbers (within fp32 rounding of reordered math)
+    APPROXIMATE = "approximate"  # close numbers (e.g. a cast, an approximation)
+    CHANGES_SEMANTICS = "changes-semantics"  # different behaviour on purpose (e.g. a plugin, freezing shapes)
+
+
+class FixError(Exception):
+    """A primitive refuses: the message says why and what would work."""
+
+
+@dataclass(frozen=True)
+class FixPrimitive:
+    id: str
+    fn: Callable[..., ModelProto]
+    safety: Safety
+    summary: str
+    params: dict[str, str]  # name -> one-line description
+
+    def __call__(self, model: ModelProto, **params) -> ModelProto:
+        unknown = set(params) - set(self.params)
+        if unknown:
+            raise FixError(
+                f"fix '{self.id}' got unknown parameter(s) {sorted(unknown)}. Note: it takes {sorted(self.params)}"
+            )
+        return self.fn(model, **params)
+
+
+_REGISTRY: dict[str, FixPrimitive] = {}
+# modules that register primitives on import; new primitives add their module here
+_MODULES = [
+    "fold_constants",
+    "plugin_swap",
+    "freeze_shapes",
+    "int64_to_int32",
+    "explicit_axes",
+    "training_mode",
+    "decompose",
+    "opset_upgrade",
+    "extract",
+    "delete_node",
+    "rename",
+]
+_loaded = False
+
+
+def register(id: str, *, safety: Safety, summary: str, params: dict[str, str] | None = None):
+    def deco(fn: Callable[..., ModelProto]) -> Callable[..., ModelProto]:
+        _REGISTRY[id] = FixPrimitive(id, fn, safety, summary, params or {})
+        return fn
+
+    return deco
+
+
+def _load_all() -> None:
+    global _loaded
+    if _loaded:
+        return
+    for mod in _MODULES:
+        try:
+            importlib.import_module(f"{__name__}.{mod}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{mod}":
+                raise
+    _loaded = True
+
+
+def get_fix(id: str) -> FixPrimitive:
+    _load_all()
+    try:
+        return _REGISTRY[id]
+    except KeyError:
+        raise FixError(
+            f"unknown fix primitive '{id}'. Note: available: {', '.join(sorted(_REGISTRY))}"
+        ) from None
+
+
+def all_fixes() -> dict[str, FixPrimitive]:
+    _load_all()
+    return dict(_REGISTRY)

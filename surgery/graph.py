@@ -1,0 +1,311 @@
+"""Graph facts every other module stands on: node keys, producers/consumers, topological order, inferred
+dtypes and shapes (symbolic dims kept), which tensors are constant, subgraphs and local functions.
+
+`GraphFacts` is built once per model version and never mutates the model.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import onnx
+from onnx import ModelProto, NodeProto, TensorProto
+
+# Ops whose output is never constant even when every input is (random, or reads state).
+NONDETERMINISTIC_OPS = frozenset(
+    {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial", "Bernoulli"}
+)
+DTYPE_NAMES = {v: k for k, v in TensorProto.DataType.items()}
+
+
+def dtype_name(elem_type: int) -> str:
+    return DTYPE_NAMES.get(elem_type, str(elem_type))
+
+
+Dim = int | str | None  # int: fixed, str: symbolic name, None: unknown
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    name: str
+    dtype: int  # onnx.TensorProto.DataType, 0 = unknown
+    shape: tuple[Dim, ...] | None  # None = rank unknown
+
+    @property
+    def dtype_name(self) -> str:
+        return dtype_name(self.dtype) if self.dtype else "?"
+
+    @property
+    def is_dynamic(self) -> bool:
+        return self.shape is None or any(not isinstance(d, int) for d in self.shape)
+
+    @property
+    def rank(self) -> int | None:
+        return None if self.shape is None else len(self.shape)
+
+    def shape_str(self) -> str:
+        if self.shape is None:
+            return "?"
+        return "[" + ", ".join("?" if d is None else str(d) for d in self.shape) + "]"
+
+    def numel(self) -> int | None:
+        if self.shape is None or any(not isinstance(d, int) for d in self.shape):
+            return None
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+
+def tensor_info_from_type(name: str, tp: onnx.TypeProto) -> TensorInfo:
+    if not tp.HasField("tensor_type"):
+        return TensorInfo(name, 0, None)
+    tt = tp.tensor_type
+    if not tt.HasField("shape"):
+        return TensorInfo(name, tt.elem_type, None)
+    dims: list[Dim] = []
+    for d in tt.shape.dim:
+        if d.HasField("dim_value"):
+            dims.append(d.dim_value)
+        elif d.HasField("dim_param"):
+            dims.append(d.dim_param)
+        else:
+            dims.append(None)
+    return TensorInfo(name, tt.elem_type, tuple(dims))
+
+
+def node_keys(nodes) -> list[str]:
+    """A key per node: its name when non-empty and unique, else `Op#index`. Stable for a given model version."""
+    counts = Counter(n.name for n in nodes)
+    return [n.name if n.name and counts[n.name] == 1 else f"{n.op_type}#{i}" for i, n in enumerate(nodes)]
+
+
+def node_signature(node: NodeProto) -> tuple:
+    """Op identity + attributes, without names: used to cache per-node verdicts."""
+    attrs = tuple(sorted((a.name, a.SerializeToString(deterministic=True)) for a in node.attribute))
+    return (node.domain or "", node.op_type, attrs)
+
+
+@dataclass
+class SubgraphRef:
+    path: str  # "node_key/attr_name" chain from the main graph
+    graph: onnx.GraphProto
+    owner: str  # key of the node holding it
+
+
+def iter_subgraphs(graph: onnx.GraphProto, prefix: str = "") -> Iterator[SubgraphRef]:
+    keys = node_keys(graph.node)
+    for key, node in zip(keys, graph.node):
+        for attr in node.attribute:
+            subs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
+            for i, sub in enumerate(subs):
+                suffix = attr.name if len(subs) == 1 else f"{attr.name}[{i}]"
+                path = f"{prefix}{key}/{suffix}"
+                yield SubgraphRef(path, sub, key)
+                yield from iter_subgraphs(sub, path + "/")
+
+
+def count_nodes(model: ModelProto, *, with_subgraphs: bool = True, with_functions: bool = False) -> int:
+    n = len(model.graph.node)
+    if with_subgraphs:
+        n += sum(len(s.graph.node) for s in iter_subgraphs(model.graph))
+    if with_functions:
+        n += sum(len(f.node) for f in model.functions)
+    return n
+
+
+def opset_of(model: ModelProto, domain: str = "") -> int | None:
+    for o in model.opset_import:
+        if (o.domain or "") in ((domain,) if domain else ("", "ai.onnx")):
+            return o.version
+    return None
+
+
+@dataclass
+class GraphFacts:
+    """Facts about the main graph of one model version."""
+
+    model: ModelProto
+    keys: list[str]
+    index: dict[str, int]  # key -> node index
+    producer: dict[str, int]  # tensor -> node index
+    consumers: dict[str, list[int]]  # tensor -> node indices
+    initializers: dict[str, TensorProto]
+    graph_inputs: list[str]  # real inputs (not initializers)
+    graph_outputs: list[str]
+    tensors: dict[str, TensorInfo]  # inferred dtype/shape for every named tensor we could type
+    constant: set[str]  # tensors computable from constants only
+    order: list[int]  # topological order of node indices
+    shape_inference_error: str | None = None
+    functions: dict[tuple[str, str], onnx.FunctionProto] = field(default_factory=dict)
+
+    # -- construction ------------------------------------------------------------------------------------
+    @classmethod
+    def of(cls, model: ModelProto, *, infer: bool = True) -> GraphFacts:
+        graph = model.graph
+        inferred, error = _infer(model) if infer else (model, None)
+        keys = node_keys(graph.node)
+        index = {k: i for i, k in enumerate(keys)}
+        producer: dict[str, int] = {}
+        consumers: dict[str, list[int]] = defaultdict(list)
+        for i, node in enumerate(graph.node):
+            for out in node.output:
+                if out:
+                    producer[out] = i
+            for inp in _all_inputs(node):
+                consumers[inp].append(i)
+        inits = {t.name: t for t in graph.initializer}
+        inputs = [vi.name for vi in graph.input if vi.name not in inits]
+        tensors: dict[str, TensorInfo] = {}
+        g = inferred.graph
+        for vi in [*g.input, *g.value_info, *g.output]:
+            tensors[vi.name] = tensor_info_from_type(vi.name, vi.type)
+        for t in graph.initializer:
+            tensors.setdefault(t.name, TensorInfo(t.name, t.data_type, tuple(t.dims)))
+        for node in graph.node:
+            if node.op_type == "Constant" and not node.domain:
+                t = _constant_tensor(node)
+                if t is not None and node.output:
+                    tensors.setdefault(node.output[0], TensorInfo(node.output[0], t.data_type, tuple(t.dims)))
+        order = _toposort(graph, producer)
+        constant = _constant_tensors(graph, order, inits)
+        funcs = {(f.domain, f.name): f for f in model.functions}
+        return cls(
+            model,
+            keys,
+            index,
+            producer,
+            dict(consumers),
+            inits,
+            inputs,
+            [o.name for o in graph.output],
+            tensors,
+            constant,
+            order,
+            error,
+            funcs,
+        )
+
+    # -- queries ---------------------------------------------------------------------------------------------
+    def node(self, key_or_index: str | int) -> NodeProto:
+        i = key_or_index if isinstance(key_or_index, int) else self.index[key_or_index]
+        return self.model.graph.node[i]
+
+    def info(self, tensor: str) -> TensorInfo:
+        return self.tensors.get(tensor) or TensorInfo(tensor, 0, None)
+
+    def is_constant(self, tensor: str) -> bool:
+        return tensor == "" or tensor in self.constant
+
+    def producer_of(self, tensor: str) -> NodeProto | None:
+        i = self.producer.get(tensor)
+        return None if i is None else self.model.graph.node[i]
+
+    def consumers_of(self, tensor: str) -> list[NodeProto]:
+        return [self.model.graph.node[i] for i in self.consumers.get(tensor, [])]
+
+    def constant_producers(self, tensor: str) -> list[int]:
+        """Indices of the nodes that compute a constant tensor (its whole constant cone), in topological order."""
+        if tensor not in self.constant:
+            return []
+        seen: set[int] = set()
+        stack = [tensor]
+        while stack:
+            t = stack.pop()
+            i = self.producer.get(t)
+            if i is None or i in seen:
+                continue
+            seen.add(i)
+            stack.extend(x for x in _all_inputs(self.model.graph.node[i]) if x)
+        pos = {n: p for p, n in enumerate(self.order)}
+        return sorted(seen, key=pos.__getitem__)
+
+    def is_custom_domain(self, node: NodeProto) -> bool:
+        return (node.domain or "") not in ("", "ai.onnx", "ai.onnx.ml", "ai.onnx.preview.training")
+
+
+def _all_inputs(node: NodeProto) -> list[str]:
+    """The node's inputs plus tensors its subgraphs read from the outer scope."""
+    names = [x for x in node.input if x]
+    for attr in node.attribute:
+        subs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
+        for sub in subs:
+            names.extend(_outer_reads(sub))
+    return names
+
+
+def _outer_reads(graph: onnx.GraphProto) -> list[str]:
+    local = {i.name for i in graph.input} | {t.name for t in graph.initializer}
+    for n in graph.node:
+        local.update(o for o in n.output if o)
+    reads = []
+    for n in graph.node:
+        for x in _all_inputs(n):
+            if x and x not in local:
+                reads.append(x)
+    for o in graph.output:
+        if o.name not in local:
+            reads.append(o.name)
+    return reads
+
+
+def _constant_tensor(node: NodeProto) -> TensorProto | None:
+    for a in node.attribute:
+        if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
+            return a.t
+    return None
+
+
+def _infer(model: ModelProto) -> tuple[ModelProto, str | None]:
+    try:
+        return onnx.shape_inference.infer_shapes(
+            model, check_type=False, strict_mode=False, data_prop=False
+        ), None
+    except Exception as exc:  # inference is best-effort: facts degrade to declared types
+        return model, f"shape inference failed: {str(exc).splitlines()[0][:300]}"
+
+
+def _toposort(graph: onnx.GraphProto, producer: dict[str, int]) -> list[int]:
+    """Kahn's algorithm, stable (keeps file order among ready nodes). Nodes in a cycle are appended last."""
+    import heapq
+
+    n = len(graph.node)
+    indeg = [0] * n
+    users: list[list[int]] = [[] for _ in range(n)]
+    for i, node in enumerate(graph.node):
+        deps = {producer[x] for x in _all_inputs(node) if x in producer and producer[x] != i}
+        indeg[i] = len(deps)
+        for d in deps:
+            users[d].append(i)
+    ready = [i for i in range(n) if indeg[i] == 0]
+    heapq.heapify(ready)
+    order: list[int] = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(i)
+        for u in users[i]:
+            indeg[u] -= 1
+            if indeg[u] == 0:
+                heapq.heappush(ready, u)
+    if len(order) < n:
+        placed = set(order)
+        order.extend(i for i in range(n) if i not in placed)
+    return order
+
+
+def _constant_tensors(graph: onnx.GraphProto, order: list[int], inits: dict[str, TensorProto]) -> set[str]:
+    real_inputs = {vi.name for vi in graph.input}
+    # an initializer that is also a graph input can be overridden at run time: not a constant
+    constant = {name for name in inits if name not in real_inputs}
+    for i in order:
+        node = graph.node[i]
+        if node.op_type in NONDETERMINISTIC_OPS and not node.domain:
+            continue
+        if node.domain not in ("", "ai.onnx"):
+            continue  # a custom op's semantics are unknown: never fold through it
+        ins = _all_inputs(node)
+        if node.op_type == "Constant" or (ins and all(x in constant for x in ins)):
+            constant.update(o for o in node.output if o)
+    return constant

@@ -1,0 +1,325 @@
+"""Load ONNX models safely: from a path or bytes, with external data, without reading weights it does not need.
+
+Every way a file can be bad ends in one `ModelLoadError` whose `kind` names the class of problem and whose
+message names the file and what would work. Nothing here mutates the file on disk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import ModelProto, TensorProto
+
+DEFAULT_MAX_BYTES = int(os.environ.get("ONNX_SURGERY_MAX_BYTES", 64 * 1024**3))
+PROTOBUF_LIMIT = 2 * 1024**3 - 1  # a single serialized protobuf cannot exceed 2 GiB
+
+
+class LoadErrorKind(str, Enum):
+    EMPTY = "empty"
+    NOT_PROTOBUF = "not-protobuf"
+    TRUNCATED = "truncated"
+    NOT_MODEL = "not-a-model"
+    NO_GRAPH = "no-graph"
+    EXTERNAL_MISSING = "external-data-missing"
+    EXTERNAL_UNSAFE = "external-data-unsafe"
+    TOO_LARGE = "too-large"
+    NOT_FOUND = "not-found"
+
+
+class ModelLoadError(Exception):
+    """The one error every bad input ends in. `str(err)` is a single line fit for a user."""
+
+    def __init__(self, kind: LoadErrorKind, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass
+class ExternalFile:
+    location: str  # as written in the model
+    path: Path  # resolved, inside the model's folder
+    size: int  # bytes on disk
+    tensors: list[str] = field(default_factory=list)
+    bytes_used: int = 0  # sum of the tensors' lengths
+
+
+@dataclass
+class Model:
+    """A parsed model. External weights stay on disk: `proto` holds their references, `base_dir` where they live."""
+
+    proto: ModelProto
+    source: str  # a path, or "<bytes>"/the upload's name
+    base_dir: Path | None  # folder external data is resolved against
+    file_bytes: int
+    external: list[ExternalFile] = field(default_factory=list)
+
+    @property
+    def has_external_data(self) -> bool:
+        return bool(self.external)
+
+    @property
+    def external_bytes(self) -> int:
+        return sum(f.bytes_used for f in self.external)
+
+    def fingerprint(self) -> str:
+        return fingerprint(self.proto)
+
+
+def fingerprint(proto: ModelProto) -> str:
+    """A stable hash of the model's content (deterministic serialization)."""
+    return hashlib.sha256(proto.SerializeToString(deterministic=True)).hexdigest()[:16]
+
+
+# --- wire-format scan: tells "not a protobuf", "truncated" and "some other message" apart -------------------
+
+_MODEL_FIELDS = {f.number: f for f in ModelProto.DESCRIPTOR.fields}
+_WIRE_OF_TYPE = {  # protobuf FieldDescriptor.TYPE_* -> wire type
+    1: 1,
+    2: 5,
+    3: 0,
+    4: 0,
+    5: 0,
+    6: 1,
+    7: 5,
+    8: 0,
+    9: 2,
+    10: 3,
+    11: 2,
+    12: 2,
+    13: 0,
+    14: 0,
+    15: 5,
+    16: 1,
+    17: 0,
+    18: 0,
+}
+
+
+def _read_varint(data: bytes | memoryview, pos: int) -> tuple[int, int] | None:
+    result = shift = 0
+    while pos < len(data):
+        b = data[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")
+    return None  # ran off the end
+
+
+def _scan_top_level(data: bytes | memoryview) -> tuple[str, str]:
+    """Walk the top-level fields. Returns (verdict, detail): ok | not-protobuf | truncated | not-model."""
+    pos, n, first = 0, len(data), True
+    foreign: list[str] = []
+    while pos < n:
+        try:
+            tag = _read_varint(data, pos)
+        except ValueError:
+            return ("not-protobuf" if first else "truncated"), f"bad varint at byte {pos}"
+        if tag is None:
+            return "truncated", f"file ends inside a field tag at byte {pos}"
+        key, pos = tag
+        number, wire = key >> 3, key & 7
+        if number == 0 or wire in (3, 4, 6, 7):
+            return ("not-protobuf" if first else "truncated"), f"invalid field tag at byte {pos}"
+        if wire == 0:
+            try:
+                v = _read_varint(data, pos)
+            except ValueError:
+                return "not-protobuf", f"bad varint at byte {pos}"
+            if v is None:
+                return "truncated", f"file ends inside field {number}"
+            pos = v[1]
+        elif wire == 1:
+            pos += 8
+        elif wire == 5:
+            pos += 4
+        else:  # length-delimited
+            v = _read_varint(data, pos)
+            if v is None:
+                return "truncated", f"file ends inside field {number}"
+            length, pos = v
+            if pos + length > n:
+                if first and length > n * 4:
+                    return "not-protobuf", f"first field claims {length} bytes of a {n}-byte file"
+                return "truncated", f"field {number} needs {length} bytes, {n - pos} left"
+            pos += length
+        if pos > n:
+            return "truncated", f"file ends inside field {number}"
+        expected = _MODEL_FIELDS.get(number)
+        if (
+            expected is None
+            or _WIRE_OF_TYPE.get(expected.type) != wire
+            and not (
+                expected.label == 3 and wire == 2  # packed repeated scalars
+            )
+        ):
+            foreign.append(f"field {number} (wire type {wire})")
+        first = False
+    if foreign:
+        return "not-model", ", ".join(foreign[:3])
+    return "ok", ""
+
+
+def _guess_message(data: bytes) -> str:
+    """Name the ONNX message a non-ModelProto protobuf most likely is, for the error text."""
+    for cls in (onnx.GraphProto, onnx.TensorProto, onnx.NodeProto):
+        msg = cls()
+        try:
+            msg.ParseFromString(data)
+        except DecodeError:
+            continue
+        if msg.ListFields() and not msg.UnknownFields():
+            return f" (it parses as an onnx.{cls.__name__})"
+    return ""
+
+
+def parse_model_bytes(data: bytes, source: str = "<bytes>") -> ModelProto:
+    if len(data) == 0:
+        raise ModelLoadError(LoadErrorKind.EMPTY, f"{source}: the file is empty (0 bytes), not an ONNX model")
+    verdict, detail = _scan_top_level(memoryview(data))
+    if verdict == "not-protobuf":
+        raise ModelLoadError(
+            LoadErrorKind.NOT_PROTOBUF,
+            f"{source}: not an ONNX model — the bytes are not a protobuf message ({detail})",
+        )
+    if verdict == "truncated":
+        raise ModelLoadError(
+            LoadErrorKind.TRUNCATED,
+            f"{source}: the model file is truncated ({detail}); it was cut off during download or copy",
+        )
+    if verdict == "not-model":
+        raise ModelLoadError(
+            LoadErrorKind.NOT_MODEL,
+            f"{source}: a protobuf, but not an ONNX ModelProto{_guess_message(data)}: unexpected {detail}",
+        )
+    proto = ModelProto()
+    try:
+        proto.ParseFromString(data)
+    except DecodeError as exc:  # the scan passed but a nested message is broken
+        raise ModelLoadError(
+            LoadErrorKind.TRUNCATED, f"{source}: the model is corrupt inside: {exc}"
+        ) from None
+    if not proto.HasField("graph"):
+        raise ModelLoadError(
+            LoadErrorKind.NO_GRAPH,
+            f"{source}: the ModelProto has no graph (ir_version {proto.ir_version}); nothing to inspect",
+        )
+    return proto
+
+
+def _external_entries(proto: ModelProto):
+    """Every tensor in the model (subgraphs included) that keeps its bytes in an external file."""
+    from onnx.external_data_helper import _get_all_tensors
+
+    for tensor in _get_all_tensors(proto):
+        if tensor.data_location == TensorProto.EXTERNAL:
+            info = {e.key: e.value for e in tensor.external_data}
+            yield tensor, info
+
+
+def check_external_data(proto: ModelProto, base_dir: Path | None, source: str) -> list[ExternalFile]:
+    """Validate every external-data reference before anything is read: inside `base_dir`, present, long enough."""
+    files: dict[str, ExternalFile] = {}
+    root = base_dir.resolve() if base_dir is not None else None
+    for tensor, info in _external_entries(proto):
+        loc = info.get("location", "")
+        if root is None:
+            raise ModelLoadError(
+                LoadErrorKind.EXTERNAL_MISSING,
+                f"{source}: tensor '{tensor.name}' keeps its data in external file '{loc}', but the model was given "
+                "as bytes; open it from its path so the file beside it can be found",
+            )
+        pure = Path(loc)
+        if not loc or pure.is_absolute() or loc.startswith(("/", "\\")) or (len(loc) > 1 and loc[1] == ":"):
+            raise ModelLoadError(
+                LoadErrorKind.EXTERNAL_UNSAFE,
+                f"{source}: refused — tensor '{tensor.name}' points to external data at absolute path '{loc}'; "
+                "external data must be a relative path inside the model's folder",
+            )
+        if ".." in pure.parts or ".." in loc.replace("\\", "/").split("/"):
+            raise ModelLoadError(
+                LoadErrorKind.EXTERNAL_UNSAFE,
+                f"{source}: refused — tensor '{tensor.name}' points to external data '{loc}', which leaves the "
+                "model's folder ('..'); external data must stay inside it",
+            )
+        path = root / pure
+        resolved = path.resolve()
+        if root != resolved and root not in resolved.parents:
+            raise ModelLoadError(
+                LoadErrorKind.EXTERNAL_UNSAFE,
+                f"{source}: refused — external data '{loc}' of tensor '{tensor.name}' is a link that leads out of "
+                f"the model's folder (to {resolved})",
+            )
+        entry = files.get(loc)
+        if entry is None:
+            if not resolved.is_file():
+                raise ModelLoadError(
+                    LoadErrorKind.EXTERNAL_MISSING,
+                    f"{source}: external data file '{loc}' (tensor '{tensor.name}') is missing from {root}",
+                )
+            entry = files[loc] = ExternalFile(loc, resolved, resolved.stat().st_size)
+        offset = int(info.get("offset", 0) or 0)
+        length = int(info["length"]) if info.get("length") else entry.size - offset
+        if offset + length > entry.size:
+            raise ModelLoadError(
+                LoadErrorKind.EXTERNAL_MISSING,
+                f"{source}: external data file '{loc}' is {entry.size} bytes but tensor '{tensor.name}' needs "
+                f"bytes {offset}..{offset + length}; the file is truncated",
+            )
+        entry.tensors.append(tensor.name)
+        entry.bytes_used += length
+    return list(files.values())
+
+
+def _too_large(source: str, size: int, limit: int, what: str) -> ModelLoadError:
+    return ModelLoadError(
+        LoadErrorKind.TOO_LARGE,
+        f"{source}: {what} is {size / 1024**2:.1f} MiB, over the limit of {limit / 1024**2:.1f} MiB "
+        "(raise it with ONNX_SURGERY_MAX_BYTES or --max-bytes)",
+    )
+
+
+def load_model(
+    src: str | os.PathLike | bytes, *, name: str | None = None, max_bytes: int | None = None
+) -> Model:
+    """Load a model from a path or from bytes. Weights in external files are validated, not read."""
+    limit = DEFAULT_MAX_BYTES if max_bytes is None else max_bytes
+    if isinstance(src, bytes | bytearray | memoryview):
+        data = bytes(src)
+        source = name or "<bytes>"
+        if len(data) > limit:
+            raise _too_large(source, len(data), limit, "the model")
+        proto = parse_model_bytes(data, source)
+        external = check_external_data(proto, None, source)
+        return Model(proto, source, None, len(data), external)
+
+    path = Path(src)
+    source = str(path)
+    if not path.exists():
+        raise ModelLoadError(LoadErrorKind.NOT_FOUND, f"{source}: no such file")
+    if path.is_dir():
+        raise ModelLoadError(LoadErrorKind.NOT_FOUND, f"{source}: is a folder, not an .onnx file")
+    size = path.stat().st_size
+    if size > limit:
+        raise _too_large(source, size, limit, "the model file")
+    if size > PROTOBUF_LIMIT:
+        raise ModelLoadError(
+            LoadErrorKind.TOO_LARGE,
+            f"{source}: the file is {size / 1024**3:.2f} GiB, over protobuf's 2 GiB limit; save the model with "
+            "external data (onnx.save(..., save_as_external_data=True))",
+        )
+    proto = parse_model_bytes(path.read_bytes(), source)
+    external = check_external_data(proto, path.parent, source)
+    total = size + sum(f.bytes_used for f in external)
+    if total > limit:
+        raise _too_large(source, total, limit, "the model with its external data")
+    return Model(proto, source, path.parent, size, external)

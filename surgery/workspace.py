@@ -1,0 +1,222 @@
+"""The workspace: the untouched original, an ordered recipe of steps, and the current model.
+
+Undo/redo move a cursor over the recipe; every state is a replay of the recipe's first steps on the original,
+so a saved recipe re-applied to the same original gives the same model bit for bit (same fingerprint).
+Snapshots of replayed states are cached so undo/redo are instant on models of ordinary size.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import onnx
+from onnx import ModelProto
+
+from surgery.fixes import get_fix
+from surgery.model import Model, fingerprint, load_model
+
+RECIPE_FORMAT = "onnx-surgery-recipe/1"
+
+
+class RecipeError(ValueError):
+    """A recipe file that cannot be used; the message names the file and the step."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One replayable edit: a fix primitive and its parameters, plus where it came from."""
+
+    fix: str
+    params: dict[str, Any] = field(default_factory=dict)
+    rule: str | None = None  # the rule that proposed it, if any
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        return {k: v for k, v in d.items() if v not in (None, "", {})} | {"fix": self.fix}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Step:
+        if not isinstance(d, dict) or "fix" not in d:
+            raise ValueError(f"a recipe step needs a 'fix' field, got {d!r}")
+        return cls(d["fix"], dict(d.get("params") or {}), d.get("rule"), d.get("note", ""))
+
+    def describe(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
+        who = f" [rule {self.rule}]" if self.rule else ""
+        return f"{self.fix}({args}){who}"
+
+
+def apply_step(proto: ModelProto, step: Step, base_dir: Path | None = None) -> ModelProto:
+    """Apply one step to a copy of `proto`. Primitives are pure; this never mutates `proto`."""
+    fix = get_fix(step.fix)
+    params = dict(step.params)
+    if "base_dir" in fix.params and base_dir is not None:
+        params.setdefault("base_dir", str(base_dir))
+    out = fix(proto, **params)
+    if out is proto:
+        out = ModelProto()
+        out.CopyFrom(proto)
+    return out
+
+
+class Workspace:
+    """Original + recipe + cursor. `current` is the model after the first `cursor` steps."""
+
+    def __init__(self, original: Model):
+        self.original = original
+        self.steps: list[Step] = []
+        self.cursor = 0
+        self._states: list[ModelProto] = [original.proto]  # _states[i] = model after i steps (when cached)
+
+    # -- constructors ------------------------------------------------------------------------------------------
+    @classmethod
+    def open(cls, src: str | os.PathLike | bytes, **kw) -> Workspace:
+        return cls(load_model(src, **kw))
+
+    # -- state -----------------------------------------------------------------------------------------------
+    @property
+    def current(self) -> ModelProto:
+        return self._state(self.cursor)
+
+    @property
+    def recipe(self) -> list[Step]:
+        """The steps in effect (undone steps are kept for redo but are not part of the recipe)."""
+        return self.steps[: self.cursor]
+
+    @property
+    def can_undo(self) -> bool:
+        return self.cursor > 0
+
+    @property
+    def can_redo(self) -> bool:
+        return self.cursor < len(self.steps)
+
+    def fingerprint(self) -> str:
+        return fingerprint(self.current)
+
+    def _state(self, i: int) -> ModelProto:
+        while len(self._states) <= i:
+            j = len(self._states)
+            self._states.append(apply_step(self._states[-1], self.steps[j - 1], self.original.base_dir))
+        return self._states[i]
+
+    # -- editing ---------------------------------------------------------------------------------------------
+    def apply(self, step: Step) -> ModelProto:
+        """Apply a step after the cursor. Undone steps beyond the cursor are dropped (like any editor)."""
+        new = apply_step(self.current, step, self.original.base_dir)
+        del self.steps[self.cursor :]
+        del self._states[self.cursor + 1 :]
+        self.steps.append(step)
+        self._states.append(new)
+        self.cursor += 1
+        return new
+
+    def undo(self) -> ModelProto:
+        if not self.can_undo:
+            raise IndexError("nothing to undo")
+        self.cursor -= 1
+        return self.current
+
+    def redo(self) -> ModelProto:
+        if not self.can_redo:
+            raise IndexError("nothing to redo")
+        self.cursor += 1
+        return self.current
+
+    def replay(self, steps: list[Step] | None = None) -> ModelProto:
+        """Rebuild from the original by replaying `steps` (default: the recipe). Resets the cache."""
+        steps = list(self.recipe if steps is None else steps)
+        self.steps, self.cursor = steps, len(steps)
+        self._states = [self.original.proto]
+        return self.current
+
+    # -- recipe files ------------------------------------------------------------------------------------------
+    def recipe_dict(self) -> dict[str, Any]:
+        return {
+            "format": RECIPE_FORMAT,
+            "original": {
+                "source": Path(self.original.source).name,
+                "fingerprint": self.original.fingerprint(),
+            },
+            "result_fingerprint": self.fingerprint(),
+            "steps": [s.to_dict() for s in self.recipe],
+        }
+
+    def save_recipe(self, path: str | os.PathLike) -> Path:
+        path = Path(path)
+        path.write_text(json.dumps(self.recipe_dict(), indent=2) + "\n")
+        return path
+
+    def load_recipe(self, path_or_text: str | os.PathLike, *, check_original: bool = True) -> ModelProto:
+        steps, data = read_recipe(path_or_text)
+        want = (data.get("original") or {}).get("fingerprint")
+        if check_original and want and want != self.original.fingerprint():
+            raise RecipeError(
+                f"recipe was made for a model with fingerprint {want}, this one is {self.original.fingerprint()}. "
+                "Note: pass check_original=False (CLI: --force) to apply it anyway"
+            )
+        return self.replay(steps)
+
+    # -- export ------------------------------------------------------------------------------------------------
+    def export(self, path: str | os.PathLike, *, external_data: bool | None = None) -> Path:
+        """Write the current model to a new file. Refuses to overwrite the original.
+
+        External data is written beside the new file when the original used it, when asked, or when the model
+        would exceed protobuf's 2 GiB limit.
+        """
+        path = Path(path)
+        if self.original.base_dir is not None and path.resolve() == Path(self.original.source).resolve():
+            raise ValueError(f"refusing to overwrite the original model {path}; choose another file name")
+        proto = ModelProto()
+        proto.CopyFrom(self.current)
+        if self.original.has_external_data:
+            from onnx.external_data_helper import load_external_data_for_model
+
+            load_external_data_for_model(proto, str(self.original.base_dir))
+        if external_data is None:
+            external_data = self.original.has_external_data or proto.ByteSize() > 2 * 1024**3 - 1
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if external_data:
+            onnx.save_model(
+                proto,
+                str(path),
+                save_as_external_data=True,
+                all_tensors_to_one_file=True,
+                location=path.name + ".data",
+                size_threshold=1024,
+            )
+        else:
+            onnx.save_model(proto, str(path))
+        return path
+
+
+def read_recipe(path_or_text: str | os.PathLike) -> tuple[list[Step], dict[str, Any]]:
+    """Parse a recipe file (JSON, or YAML with the same fields). Errors name the file and the step."""
+    text = str(path_or_text)
+    where = "<recipe>"
+    if not text.lstrip().startswith(("{", "format")) and Path(text).exists():
+        where = text
+        text = Path(text).read_text()
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        import yaml
+
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise RecipeError(f"{where}: not a JSON or YAML recipe: {exc}") from None
+    if not isinstance(data, dict) or data.get("format") != RECIPE_FORMAT:
+        raise RecipeError(f"{where}: not an onnx-surgery recipe (expected format: {RECIPE_FORMAT})")
+    steps = []
+    for i, raw in enumerate(data.get("steps") or []):
+        try:
+            steps.append(Step.from_dict(raw))
+        except ValueError as exc:
+            raise RecipeError(f"{where}: step {i + 1}: {exc}") from None
+    return steps, data
