@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 
 import onnx
@@ -20,7 +20,7 @@ DEFAULT_MAX_BYTES = int(os.environ.get("ONNX_SURGERY_MAX_BYTES", 64 * 1024**3))
 PROTOBUF_LIMIT = 2 * 1024**3 - 1  # a single serialized protobuf cannot exceed 2 GiB
 
 
-class LoadErrorKind(str, Enum):
+class LoadErrorKind(StrEnum):
     EMPTY = "empty"
     NOT_PROTOBUF = "not-protobuf"
     TRUNCATED = "truncated"

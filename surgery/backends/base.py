@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any, Protocol
 
 from onnx import ModelProto
 
 
-class Status(str, Enum):
+class Status(StrEnum):
     SUPPORTED = "supported"
     REJECTED = "rejected"
     UNKNOWN = "unknown"
@@ -120,7 +120,7 @@ class Backend(Protocol):
 
     def availability(self) -> Availability: ...
 
-    def check(self, model: ModelProto) -> Report: ...
+    def check(self, model: ModelProto, base_dir: str | None = None) -> Report: ...
 
     def build(
         self, model: ModelProto, options: BuildOptions, progress: Progress | None = None
