@@ -116,69 +116,96 @@ def _read_varint(data: bytes | memoryview, pos: int) -> tuple[int, int] | None:
 
 
 def _scan_top_level(data: bytes | memoryview) -> tuple[str, str]:
-    """Walk the top-level fields. Returns (verdict, detail): ok | not-protobuf | truncated | not-model."""
-    pos, n, first = 0, len(data), True
+    """Walk the top-level fields. Returns (verdict, detail): ok | not-protobuf | truncated | not-model.
+
+    An invalid tag anywhere means the bytes are not protobuf. Running off the end means truncated, but only
+    when every field read so far is one a ModelProto has; otherwise the bytes were never a model.
+    """
+    pos, n = 0, len(data)
     foreign: list[str] = []
+
+    def cut(detail: str) -> tuple[str, str]:
+        return ("not-protobuf", detail) if foreign or pos == 0 else ("truncated", detail)
+
     while pos < n:
+        start = pos
         try:
             tag = _read_varint(data, pos)
         except ValueError:
-            return ("not-protobuf" if first else "truncated"), f"bad varint at byte {pos}"
+            return "not-protobuf", f"bad varint at byte {pos}"
         if tag is None:
-            return "truncated", f"file ends inside a field tag at byte {pos}"
+            return cut(f"file ends inside a field tag at byte {pos}")
         key, pos = tag
         number, wire = key >> 3, key & 7
         if number == 0 or wire in (3, 4, 6, 7):
-            return ("not-protobuf" if first else "truncated"), f"invalid field tag at byte {pos}"
+            return "not-protobuf", f"invalid field tag at byte {start}"
         if wire == 0:
             try:
                 v = _read_varint(data, pos)
             except ValueError:
                 return "not-protobuf", f"bad varint at byte {pos}"
             if v is None:
-                return "truncated", f"file ends inside field {number}"
+                return cut(f"file ends inside field {number}")
             pos = v[1]
-        elif wire == 1:
-            pos += 8
-        elif wire == 5:
-            pos += 4
+        elif wire in (1, 5):
+            pos += 8 if wire == 1 else 4
         else:  # length-delimited
             v = _read_varint(data, pos)
             if v is None:
-                return "truncated", f"file ends inside field {number}"
+                return cut(f"file ends inside field {number}")
             length, pos = v
             if pos + length > n:
-                if first and length > n * 4:
+                if start == 0 and length > n * 4:
                     return "not-protobuf", f"first field claims {length} bytes of a {n}-byte file"
-                return "truncated", f"field {number} needs {length} bytes, {n - pos} left"
+                return cut(f"field {number} needs {length} bytes, {n - pos} left")
             pos += length
         if pos > n:
-            return "truncated", f"file ends inside field {number}"
+            return cut(f"file ends inside field {number}")
         expected = _MODEL_FIELDS.get(number)
-        if (
-            expected is None
-            or _WIRE_OF_TYPE.get(expected.type) != wire
-            and not (
-                expected.label == 3 and wire == 2  # packed repeated scalars
-            )
+        if expected is None or _WIRE_OF_TYPE.get(expected.type) != wire and not (
+            getattr(expected, "is_repeated", False) and wire == 2  # packed repeated scalars
         ):
             foreign.append(f"field {number} (wire type {wire})")
-        first = False
     if foreign:
         return "not-model", ", ".join(foreign[:3])
     return "ok", ""
 
 
+def _top_level_tags(data: bytes) -> list[tuple[int, int]]:
+    """(field number, wire type) of each top-level field of bytes already known to be well-formed."""
+    tags, pos = [], 0
+    while pos < len(data):
+        key, pos = _read_varint(data, pos)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            pos = _read_varint(data, pos)[1]
+        elif wire in (1, 5):
+            pos += 8 if wire == 1 else 4
+        else:
+            length, pos = _read_varint(data, pos)
+            pos += length
+        tags.append((number, wire))
+    return tags
+
+
+def _fits(tags: list[tuple[int, int]], descriptor) -> bool:
+    fields = {f.number: f for f in descriptor.fields}
+    for number, wire in tags:
+        f = fields.get(number)
+        if f is None or (_WIRE_OF_TYPE.get(f.type) != wire and not (getattr(f, "is_repeated", False) and wire == 2)):
+            return False
+    return True
+
+
 def _guess_message(data: bytes) -> str:
     """Name the ONNX message a non-ModelProto protobuf most likely is, for the error text."""
+    try:
+        tags = _top_level_tags(data)
+    except (TypeError, ValueError):
+        return ""
     for cls in (onnx.GraphProto, onnx.TensorProto, onnx.NodeProto):
-        msg = cls()
-        try:
-            msg.ParseFromString(data)
-        except DecodeError:
-            continue
-        if msg.ListFields() and not msg.UnknownFields():
-            return f" (it parses as an onnx.{cls.__name__})"
+        if tags and _fits(tags, cls.DESCRIPTOR):
+            return f" (it looks like an onnx.{cls.__name__})"
     return ""
 
 

@@ -1,0 +1,30 @@
+"""Shared fixtures: the teaching samples and the onnx package's generated node-test models."""
+
+import warnings
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLES = REPO / "sample_models"
+
+
+@cache
+def node_test_models() -> list:
+    """Every node-test model the onnx wheel's generators produce: (name, ModelProto). ~1.9k, ~6 s to build."""
+    from onnx.backend.test.case.node import collect_testcases
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return [(case.name, case.model) for case in collect_testcases(None)]
+
+
+@pytest.fixture(scope="session")
+def onnx_node_tests() -> list:
+    return node_test_models()
+
+
+@pytest.fixture(scope="session")
+def sample_dir() -> Path:
+    return SAMPLES
