@@ -1,0 +1,5 @@
+import sys
+
+from surgery.cli import main
+
+sys.exit(main())
