@@ -1,13 +1,35 @@
-"""Build the teaching models into this folder: `python sample_models/build.py`. Deterministic: running it again
-writes the same bytes (the tests check that the committed files match)."""
+"""Build the teaching models and their lesson page into this folder: `python sample_models/build.py`.
+
+Deterministic: running it again writes the same bytes (a test checks that the committed files match)."""
 
 from pathlib import Path
 
 import onnx
 
-from surgery.samples import SAMPLES, build
+from surgery.samples import SAMPLES, build, lessons
 
 HERE = Path(__file__).resolve().parent
+
+
+def lessons_markdown() -> str:
+    out = [
+        "# Sample models and their lessons",
+        "",
+        "Built by `python sample_models/build.py` (onnx.helper, deterministic). One model per failure class;",
+        "open one in the app (Lessons page) or run `onnx-surgery check` / `onnx-surgery fix` on it.",
+        "",
+    ]
+    for lesson in lessons():
+        out += [
+            f"## `{lesson.name}.onnx` — {lesson.title}",
+            "",
+            f"- **Fails in:** `{lesson.backend}`" + (f", node `{lesson.node}`" if lesson.node else ""),
+            f"- **In its words:** `{lesson.message}`",
+            f"- **Why:** {lesson.why}",
+            f"- **Fix:** {lesson.fix}" + (f" (rule `{lesson.rule}`)" if lesson.rule else ""),
+            "",
+        ]
+    return "\n".join(out)
 
 
 def main() -> None:
@@ -15,6 +37,8 @@ def main() -> None:
         path = HERE / f"{name}.onnx"
         onnx.save(build(name), str(path))
         print(f"wrote {path.relative_to(HERE.parent)}")
+    (HERE / "README.md").write_text(lessons_markdown())
+    print("wrote sample_models/README.md")
 
 
 if __name__ == "__main__":

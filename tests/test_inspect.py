@@ -90,3 +90,12 @@ def test_cli_inspect_bad_input_exits_2_with_one_line(tmp_path, capsys):
     assert main(["inspect", str(bad)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "\n" not in err and "Traceback" not in err
+
+
+def test_lesson_page_is_current(sample_dir):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("build_samples", sample_dir / "build.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert (sample_dir / "README.md").read_text() == mod.lessons_markdown(), "run python sample_models/build.py"
