@@ -1,0 +1,67 @@
+"""The backend registry: ids → backend objects, imported lazily so a missing optional backend costs nothing.
+
+Ids: `tensorrt` (live parser), `tensorrt-static@<version>` (predicted), `onnxruntime`, `openvino`, `tvm`.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from surgery.backends.base import Availability, Backend
+
+BACKEND_IDS = ["tensorrt", "tensorrt-static", "onnxruntime", "openvino", "tvm"]
+_CLASSES = {
+    "tensorrt": ("surgery.backends.tensorrt", "TensorRTBackend"),
+    "onnxruntime": ("surgery.backends.onnxruntime", "OnnxRuntimeBackend"),
+    "openvino": ("surgery.backends.openvino", "OpenVINOBackend"),
+    "tvm": ("surgery.backends.tvm", "TVMBackend"),
+}
+_instances: dict[str, Backend] = {}
+
+
+class UnknownBackend(ValueError):
+    pass
+
+
+def get_backend(backend_id: str) -> Backend:
+    """A backend by id, e.g. "onnxruntime" or "tensorrt-static@8.2". Instances are shared per process."""
+    if backend_id in _instances:
+        return _instances[backend_id]
+    name, _, version = backend_id.partition("@")
+    if name == "tensorrt-static":
+        from surgery.backends import tensorrt_static
+
+        if not version:
+            raise UnknownBackend(
+                "tensorrt-static needs a version, e.g. tensorrt-static@8.2. Note: available: "
+                + ", ".join(tensorrt_static.SUPPORTED_VERSIONS)
+            )
+        backend = tensorrt_static.make(version)
+    elif name in _CLASSES and not version:
+        module, cls = _CLASSES[name]
+        backend = getattr(importlib.import_module(module), cls)()
+    else:
+        raise UnknownBackend(
+            f"unknown target '{backend_id}'. Note: available: tensorrt, tensorrt-static@<version>, onnxruntime, "
+            "openvino, tvm (see `onnx-surgery targets`)"
+        )
+    _instances[backend_id] = backend
+    return backend
+
+
+def static_versions() -> list[str]:
+    from surgery.backends import tensorrt_static
+
+    return list(tensorrt_static.SUPPORTED_VERSIONS)
+
+
+def list_backends() -> list[tuple[str, str, str, Availability]]:
+    """(id, label, version, availability) for every backend, with the static predictor's newest version."""
+    rows = []
+    for backend_id in ["tensorrt", *(f"tensorrt-static@{static_versions()[-1]}",), "onnxruntime", "openvino", "tvm"]:
+        try:
+            b = get_backend(backend_id)
+            rows.append((b.id, b.label, b.version, b.availability()))
+        except Exception as exc:  # a backend that cannot even be constructed says why
+            rows.append((backend_id, backend_id, "", Availability(False, f"{type(exc).__name__}: {exc}")))
+    return rows
