@@ -131,9 +131,10 @@ _NP = {
 
 
 def seeded_inputs(
-    model: ModelProto, seed: int = 0, dims: dict[str, int] | None = None, default_dim: int = 1
+    model: ModelProto, seed: int = 0, dims: dict[str, int] | None = None, default_dim: int = 2
 ) -> dict[str, np.ndarray]:
-    """Deterministic inputs for every real graph input. Symbolic dims come from `dims` or `default_dim`."""
+    """Deterministic inputs for every real graph input. Symbolic dims come from `dims`, else `default_dim` (2,
+    not 1: a batch of 1 hides broadcasting and squeeze mistakes)."""
     rng = np.random.default_rng(seed)
     inits = {t.name for t in model.graph.initializer}
     dims = dims or {}

@@ -71,11 +71,7 @@ def _load_all() -> None:
     if _loaded:
         return
     for mod in _MODULES:
-        try:
-            importlib.import_module(f"{__name__}.{mod}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__name__}.{mod}":
-                raise
+        importlib.import_module(f"{__name__}.{mod}")
     _loaded = True
 
 

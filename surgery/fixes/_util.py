@@ -1,0 +1,66 @@
+"""Small graph edits shared by the primitives."""
+
+from __future__ import annotations
+
+import onnx
+from onnx import ModelProto
+
+from surgery.fixes import FixError
+from surgery.graph import node_keys
+
+
+def copy_model(model: ModelProto) -> ModelProto:
+    out = ModelProto()
+    out.CopyFrom(model)
+    return out
+
+
+def find_node(model: ModelProto, key: str) -> int:
+    """Index of the node with this key (name, or `Op#index`); a clear error when there is none."""
+    keys = node_keys(model.graph.node)
+    if key in keys:
+        return keys.index(key)
+    hint = ", ".join(keys[:8]) + (" ..." if len(keys) > 8 else "")
+    raise FixError(f"no node '{key}' in the model. Note: nodes are {hint}")
+
+
+def fresh_name(model: ModelProto, base: str) -> str:
+    used = {o for n in model.graph.node for o in n.output} | {t.name for t in model.graph.initializer}
+    used |= {n.name for n in model.graph.node} | {i.name for i in model.graph.input}
+    name, k = base, 1
+    while name in used:
+        name, k = f"{base}_{k}", k + 1
+    return name
+
+
+def replace_node(graph: onnx.GraphProto, index: int, new_nodes: list[onnx.NodeProto]) -> None:
+    del graph.node[index]
+    for k, n in enumerate(new_nodes):
+        graph.node.insert(index + k, n)
+
+
+def bypass(graph: onnx.GraphProto, index: int) -> None:
+    """Remove the node at `index`; its first input takes the place of its first output. When that output is a
+    graph output (its name is part of the model's interface), an Identity keeps the name instead."""
+    node = graph.node[index]
+    src, dst = node.input[0], node.output[0]
+    if any(o.name == dst for o in graph.output):
+        identity = onnx.helper.make_node("Identity", [src], [dst], name=node.name or f"Identity_{dst}")
+        replace_node(graph, index, [identity])
+        return
+    rename_input_everywhere(graph, dst, src)
+    del graph.node[index]
+
+
+def rename_input_everywhere(graph: onnx.GraphProto, old: str, new: str) -> None:
+    for n in graph.node:
+        for k, x in enumerate(n.input):
+            if x == old:
+                n.input[k] = new
+    for o in graph.output:
+        if o.name == old:
+            raise FixError(f"tensor '{old}' is a graph output; it cannot be rewired away")
+
+
+def opset(model: ModelProto) -> int:
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)

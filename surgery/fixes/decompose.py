@@ -1,0 +1,164 @@
+"""Exact decompositions of ops that a backend does not implement, into ops it does.
+
+One function per op type in `DECOMPOSITIONS`; each takes the node, the graph facts and a name maker and
+returns (new nodes, new initializers), or raises FixError saying why it cannot (e.g. a condition that is not
+constant). The outputs keep their names, so readers are untouched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
+
+from surgery.fixes import FixError, Safety, register
+from surgery.fixes._util import copy_model, find_node, fresh_name, replace_node
+from surgery.graph import GraphFacts
+
+
+def _attrs(node: NodeProto) -> dict:
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _const_value(facts: GraphFacts, name: str) -> np.ndarray:
+    if name in facts.initializers:
+        return numpy_helper.to_array(facts.initializers[name])
+    producer = facts.producer_of(name)
+    if producer is not None and producer.op_type == "Constant":
+        return numpy_helper.to_array(next(a.t for a in producer.attribute if a.name == "value"))
+    raise FixError(f"input '{name}' is not a constant; fold constants first")
+
+
+def scaler(node, facts, fresh):
+    """ai.onnx.ml Scaler: y = (x - offset) * scale, as float."""
+    a = _attrs(node)
+    x = node.input[0]
+    ins, nodes = x, []
+    if facts.info(x).dtype not in (TensorProto.FLOAT, 0):
+        ins = fresh("cast")
+        nodes.append(helper.make_node("Cast", [x], [ins], name=f"{node.name}/Cast", to=TensorProto.FLOAT))
+    off, sc = fresh("offset"), fresh("scale")
+    sub = fresh("centered")
+    inits = [
+        numpy_helper.from_array(np.array(a.get("offset", [0.0]), np.float32), off),
+        numpy_helper.from_array(np.array(a.get("scale", [1.0]), np.float32), sc),
+    ]
+    nodes += [
+        helper.make_node("Sub", [ins, off], [sub], name=f"{node.name}/Sub"),
+        helper.make_node("Mul", [sub, sc], [node.output[0]], name=f"{node.name}/Mul"),
+    ]
+    return nodes, inits
+
+
+def compress(node, facts, fresh):
+    """Compress with a constant condition: Gather with the constant indices of the true entries."""
+    cond = _const_value(facts, node.input[1]).astype(bool).reshape(-1)
+    axis = _attrs(node).get("axis")
+    idx = fresh("indices")
+    inits = [numpy_helper.from_array(np.nonzero(cond)[0].astype(np.int64), idx)]
+    if axis is None:
+        flat, shape1 = fresh("flat"), fresh("minus_one")
+        inits.append(numpy_helper.from_array(np.array([-1], np.int64), shape1))
+        return [
+            helper.make_node("Reshape", [node.input[0], shape1], [flat], name=f"{node.name}/Reshape"),
+            helper.make_node("Gather", [flat, idx], [node.output[0]], name=f"{node.name}/Gather", axis=0),
+        ], inits
+    return [
+        helper.make_node(
+            "Gather", [node.input[0], idx], [node.output[0]], name=f"{node.name}/Gather", axis=axis
+        )
+    ], inits
+
+
+def center_crop_pad(node, facts, fresh):
+    """CenterCropPad with a static input shape and constant target shape: Slice for crops, Pad for pads."""
+    info = facts.info(node.input[0])
+    if info.shape is None or info.is_dynamic:
+        raise FixError(f"CenterCropPad '{node.name}' needs a static input shape; freeze the shapes first")
+    target = _const_value(facts, node.input[1]).astype(np.int64).reshape(-1)
+    rank = len(info.shape)
+    axes = [a % rank for a in _attrs(node).get("axes", list(range(rank)))]
+    starts, ends, pads_b, pads_e = [], [], [0] * rank, [0] * rank
+    for ax, want in zip(axes, target):
+        have = info.shape[ax]
+        if want < have:  # crop: the start rounds down, as the op's reference does
+            s = (have - want) // 2
+            starts.append(s)
+            ends.append(s + int(want))
+        else:
+            starts.append(0)
+            ends.append(have)
+            pads_b[ax] = (int(want) - have) // 2
+            pads_e[ax] = int(want) - have - pads_b[ax]
+    names = [fresh(k) for k in ("starts", "ends", "axes", "pads", "cropped")]
+    inits = [
+        numpy_helper.from_array(np.array(v, np.int64), n)
+        for v, n in zip((starts, ends, axes, pads_b + pads_e), names[:4])
+    ]
+    return [
+        helper.make_node(
+            "Slice", [node.input[0], names[0], names[1], names[2]], [names[4]], name=f"{node.name}/Slice"
+        ),
+        helper.make_node("Pad", [names[4], names[3]], [node.output[0]], name=f"{node.name}/Pad"),
+    ], inits
+
+
+def bitshift(node, facts, fresh):
+    """BitShift by a constant amount: Mul / Div by 2**amount (unsigned integer types, exact)."""
+    amount = _const_value(facts, node.input[1])
+    dtype = facts.info(node.input[0]).dtype
+    np_type = helper.tensor_dtype_to_np_dtype(dtype) if dtype else np.uint32
+    if np.any(amount < 0) or np.any(amount >= np.iinfo(np_type).bits):
+        raise FixError(f"shift amounts {amount.tolist()} out of range for {np.dtype(np_type).name}")
+    factor = fresh("factor")
+    inits = [numpy_helper.from_array((np.ones_like(amount, dtype=np_type) << amount.astype(np_type)), factor)]
+    op = "Mul" if _attrs(node)["direction"] == b"LEFT" or _attrs(node)["direction"] == "LEFT" else "Div"
+    return [helper.make_node(op, [node.input[0], factor], [node.output[0]], name=f"{node.name}/{op}")], inits
+
+
+def mish(node, facts, fresh):
+    """Mish(x) = x * tanh(softplus(x))."""
+    sp, th = fresh("softplus"), fresh("tanh")
+    return [
+        helper.make_node("Softplus", [node.input[0]], [sp], name=f"{node.name}/Softplus"),
+        helper.make_node("Tanh", [sp], [th], name=f"{node.name}/Tanh"),
+        helper.make_node("Mul", [node.input[0], th], [node.output[0]], name=f"{node.name}/Mul"),
+    ], []
+
+
+DECOMPOSITIONS: dict[tuple[str, str], Callable] = {
+    ("ai.onnx.ml", "Scaler"): scaler,
+    ("", "Compress"): compress,
+    ("", "CenterCropPad"): center_crop_pad,
+    ("", "BitShift"): bitshift,
+    ("", "Mish"): mish,
+}
+
+
+@register(
+    "decompose",
+    safety=Safety.EXACT,
+    summary="Replace an op by an exact composition of basic ops (Scaler, Compress, CenterCropPad, BitShift, Mish).",
+    params={"node": "key of the node to decompose"},
+)
+def decompose(model: ModelProto, node: str) -> ModelProto:
+    out = copy_model(model)
+    i = find_node(out, node)
+    n = out.graph.node[i]
+    domain = "" if n.domain in ("", "ai.onnx") else n.domain
+    fn = DECOMPOSITIONS.get((domain, n.op_type))
+    if fn is None:
+        known = ", ".join(f"{d + '::' if d else ''}{op}" for d, op in DECOMPOSITIONS)
+        raise FixError(f"no decomposition for {n.op_type} ('{node}'). Note: decompositions exist for {known}")
+    facts = GraphFacts.of(model)
+    prefix = n.name or n.op_type
+    new_nodes, inits = fn(n, facts, lambda what: fresh_name(out, f"{prefix}/{what}"))
+    replace_node(out.graph, i, new_nodes)
+    out.graph.initializer.extend(inits)
+    used = {m.domain for m in out.graph.node}
+    if domain and domain not in used:
+        kept = [helper.make_opsetid(o.domain, o.version) for o in out.opset_import if o.domain != domain]
+        del out.opset_import[:]
+        out.opset_import.extend(kept)
+    return out

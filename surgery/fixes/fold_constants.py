@@ -1,0 +1,266 @@
+"""Fold constant subgraphs into initializers.
+
+A tensor is foldable when it is computed only from constants (initializers, Constant nodes), or from the
+shape of a tensor whose shape is fully static after shape inference (Shape/Size). Whole-graph mode folds
+every foldable tensor that a non-foldable node (or a graph output) reads; `tensors=[...]` folds only the
+chains behind those tensors — the classic case: the Concat(Constant, Cast(Unsqueeze(...))) feeding Resize's
+scales becomes one initializer and nothing else changes. An If whose condition folds is replaced by the branch
+that runs. All values are computed in one onnxruntime session.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import ModelProto, TensorProto, helper, numpy_helper
+
+from surgery.fixes import FixError, Safety, register
+from surgery.graph import NONDETERMINISTIC_OPS, GraphFacts, _all_inputs
+
+STANDARD = ("", "ai.onnx")
+
+
+def _foldable(model: ModelProto, facts: GraphFacts) -> tuple[set[str], dict[str, np.ndarray]]:
+    """Foldable tensors, and the values of Shape/Size outputs known from static shapes."""
+    graph = model.graph
+    inputs = {vi.name for vi in graph.input}
+    const = {name for name in facts.initializers if name not in inputs}
+    known: dict[str, np.ndarray] = {}
+    for i in facts.order:
+        node = graph.node[i]
+        if node.domain not in STANDARD or node.op_type in NONDETERMINISTIC_OPS:
+            continue
+        ins = _all_inputs(node)
+        if node.op_type == "Constant" or (ins and all(x in const for x in ins)):
+            const.update(o for o in node.output if o)
+        elif node.op_type in ("Shape", "Size") and node.input:
+            info = facts.info(node.input[0])
+            if info.shape is not None and not info.is_dynamic:
+                dims = np.array(info.shape, dtype=np.int64)
+                if node.op_type == "Size":
+                    known[node.output[0]] = np.array(int(np.prod(dims)), dtype=np.int64)
+                else:
+                    attrs = {a.name: a.i for a in node.attribute}
+                    start, end = attrs.get("start", 0), attrs.get("end", len(dims))
+                    known[node.output[0]] = dims[slice(start, end if end != 0 or "end" in attrs else None)]
+                const.add(node.output[0])
+    return const, known
+
+
+def _evaluate(
+    model: ModelProto,
+    facts: GraphFacts,
+    targets: list[str],
+    known: dict[str, np.ndarray],
+    base_dir: str | None,
+) -> dict[str, np.ndarray]:
+    """Compute `targets` with one onnxruntime session over their constant cones."""
+    graph = model.graph
+    need: set[int] = set()
+    stack = [t for t in targets if t not in known]
+    seen: set[str] = set()
+    while stack:
+        t = stack.pop()
+        if t in seen or t in known:
+            continue
+        seen.add(t)
+        i = facts.producer.get(t)
+        if i is None or i in need:
+            continue
+        need.add(i)
+        stack.extend(x for x in _all_inputs(graph.node[i]) if x)
+    nodes = [graph.node[i] for i in facts.order if i in need]
+    used = {x for n in nodes for x in _all_inputs(n)} | set(targets)
+    inits = [t for t in graph.initializer if t.name in used]
+    for name, value in known.items():
+        if name in used:
+            inits.append(numpy_helper.from_array(value, name))
+    outputs = []
+    for t in targets:
+        dtype = facts.info(t).dtype
+        if not dtype and t in known:
+            dtype = TensorProto.INT64
+        outputs.append(helper.make_tensor_value_info(t, dtype or TensorProto.FLOAT, None))
+    sub = helper.make_graph(nodes, "fold", [], outputs, inits)
+    sub_model = helper.make_model(sub, opset_imports=list(model.opset_import), ir_version=model.ir_version)
+    sub_model.functions.extend(model.functions)
+    from surgery.ort import make_session
+
+    direct = [t for t in targets if t in known]
+    values = {t: known[t] for t in direct}
+    if len(direct) == len(targets):
+        return values
+    try:
+        sess = make_session(sub_model, base_dir)
+        names = [o.name for o in sess.get_outputs()]
+        values.update(zip(names, sess.run(names, {})))
+    except Exception as exc:
+        raise FixError(
+            f"could not evaluate the constant subgraph: {str(exc).splitlines()[0][:300]}"
+        ) from None
+    return values
+
+
+def _inline_if(graph: onnx.GraphProto, index: int, branch_true: bool) -> None:
+    """Replace the If node at `index` by the nodes of the branch that runs; its outputs keep their names."""
+    node = graph.node[index]
+    branch = next(a.g for a in node.attribute if a.name == ("then_branch" if branch_true else "else_branch"))
+    prefix = f"{node.name or 'If'}/{'then' if branch_true else 'else'}/"
+    local = {t.name for t in branch.initializer} | {o for n in branch.node for o in n.output if o}
+    rename = {name: prefix + name for name in local}
+    for out, b_out in zip(node.output, branch.output):
+        rename[b_out.name] = out
+    new_nodes = []
+    for n in branch.node:
+        m = onnx.NodeProto()
+        m.CopyFrom(n)
+        m.name = prefix + (n.name or n.op_type)
+        m.input[:] = [rename.get(x, x) for x in n.input]
+        m.output[:] = [rename.get(x, x) for x in n.output]
+        new_nodes.append(m)
+    for b_out, out in zip(branch.output, node.output):
+        if b_out.name not in local:  # the branch returns an outer tensor or an initializer as is
+            new_nodes.append(
+                helper.make_node(
+                    "Identity", [rename.get(b_out.name, b_out.name)], [out], name=prefix + "Identity_" + out
+                )
+            )
+    for t in branch.initializer:
+        c = TensorProto()
+        c.CopyFrom(t)
+        c.name = rename[t.name]
+        graph.initializer.append(c)
+    del graph.node[index]
+    for k, m in enumerate(new_nodes):
+        graph.node.insert(index + k, m)
+
+
+def _keep_nodes(graph: onnx.GraphProto, keep: list[int]) -> None:
+    kept = [onnx.NodeProto() for _ in keep]
+    for m, i in zip(kept, keep):
+        m.CopyFrom(graph.node[i])
+    del graph.node[:]
+    graph.node.extend(kept)
+
+
+def _remove_dead(graph: onnx.GraphProto, removable: set[int]) -> None:
+    """Drop removable nodes nobody reads any more, then initializers nobody reads."""
+    outputs = {o.name for o in graph.output}
+    alive = list(range(len(graph.node)))
+    changed = True
+    while changed:
+        changed = False
+        read = set(outputs)
+        for i in alive:
+            read.update(_all_inputs(graph.node[i]))
+        keep = [i for i in alive if i not in removable or any(o in read for o in graph.node[i].output)]
+        if len(keep) != len(alive):
+            alive, changed = keep, True
+    _keep_nodes(graph, alive)
+    read = set(outputs) | {x for n in graph.node for x in _all_inputs(n)}
+    unused = [k for k, t in enumerate(graph.initializer) if t.name not in read]
+    for k in reversed(unused):
+        del graph.initializer[k]
+
+
+@register(
+    "fold_constants",
+    safety=Safety.EXACT,
+    summary="Fold constant subgraphs (and shapes of statically shaped tensors) into initializers.",
+    params={
+        "tensors": "fold only the chains that compute these tensors (default: every foldable tensor)",
+        "size_threshold": "do not materialise a folded tensor larger than this many bytes (default: no limit)",
+        "inline_if": "replace an If whose condition folds by the branch that runs (default: true)",
+        "base_dir": "folder of the model's external data (set by the workspace)",
+    },
+)
+def fold_constants(model: ModelProto, tensors=None, size_threshold=None, inline_if=True, base_dir=None):
+    out = ModelProto()
+    out.CopyFrom(model)
+    for _ in range(8):  # inlining an If can make more constants appear; a few rounds reach the fixpoint
+        changed = _fold_once(out, tensors, size_threshold, inline_if, base_dir)
+        if not changed or tensors is not None:
+            break
+    return out
+
+
+def _fold_once(model: ModelProto, tensors, size_threshold, inline_if, base_dir) -> bool:
+    graph = model.graph
+    facts = GraphFacts.of(model)
+    const, known = _foldable(model, facts)
+    outputs = {o.name for o in graph.output}
+    if tensors is not None:
+        missing = [t for t in tensors if t not in const]
+        if missing:
+            t = missing[0]
+            producer = facts.producer_of(t)
+            who = (
+                f"produced by {producer.op_type} '{producer.name}'"
+                if producer is not None
+                else "a graph input"
+            )
+            raise FixError(
+                f"tensor '{t}' is not computed only from constants ({who} depends on a graph input or a "
+                "dynamic shape). Note: freeze the input shapes first, or fold another tensor"
+            )
+        targets = [t for t in tensors if t not in facts.initializers]
+    else:
+        targets = []
+        for i in facts.order:
+            node = graph.node[i]
+            if all(o in const for o in node.output if o):
+                continue  # a foldable node: its outputs are folded only where a non-foldable reader needs them
+            for x in _all_inputs(node):
+                if x in const and x not in facts.initializers and x not in targets:
+                    targets.append(x)
+        targets += [o for o in outputs if o in const and o not in facts.initializers and o not in targets]
+    # If nodes whose condition folds
+    ifs = [
+        i
+        for i in facts.order
+        if graph.node[i].op_type == "If"
+        and graph.node[i].input[0] in const
+        and inline_if
+        and all(o not in const for o in graph.node[i].output)
+    ]
+    cond_targets = [graph.node[i].input[0] for i in ifs if graph.node[i].input[0] not in facts.initializers]
+    eval_targets = list(dict.fromkeys(targets + cond_targets))
+    if not eval_targets and not ifs:
+        return False
+    values = _evaluate(model, facts, eval_targets, known, base_dir) if eval_targets else {}
+    branches = []  # (the If's outputs, which branch runs)
+    for i in ifs:
+        cond_name = graph.node[i].input[0]
+        cond = (
+            values[cond_name] if cond_name in values else numpy_helper.to_array(facts.initializers[cond_name])
+        )
+        branches.append((list(graph.node[i].output), bool(np.asarray(cond).reshape(-1)[0])))
+    removable = {i for i, n in enumerate(graph.node) if all(o in const for o in n.output if o)}
+    changed = False
+    existing = {t.name for t in graph.initializer}
+    for t in targets:
+        value = values[t]
+        if size_threshold is not None and value.nbytes > size_threshold:
+            continue
+        if t not in existing:
+            graph.initializer.append(numpy_helper.from_array(np.asarray(value), t))
+            changed = True
+    # a folded tensor is now an initializer: its producer has nothing left to do
+    folded = {t.name for t in graph.initializer}
+    keep = [
+        i for i, n in enumerate(graph.node) if not (n.output and all(o in folded or not o for o in n.output))
+    ]
+    before = len(graph.node)
+    if len(keep) != before:
+        new_index = {old: new for new, old in enumerate(keep)}
+        removable = {new_index[i] for i in removable if i in new_index}
+        _keep_nodes(graph, keep)
+    _remove_dead(graph, removable)
+    changed = changed or len(graph.node) != before
+    for if_outputs, taken in branches:  # node indices moved: find each If again by its outputs
+        j = next(j for j, n in enumerate(graph.node) if n.op_type == "If" and list(n.output) == if_outputs)
+        _inline_if(graph, j, taken)
+        changed = True
+    if changed:
+        _remove_dead(graph, {i for i, n in enumerate(graph.node) if n.op_type == "Constant"})
+    return changed

@@ -1,0 +1,27 @@
+"""Convert the model to another opset with onnx's version converter."""
+
+from __future__ import annotations
+
+from onnx import ModelProto, version_converter
+
+from surgery.fixes import FixError, Safety, register
+from surgery.fixes._util import opset
+
+
+@register(
+    "opset_upgrade",
+    safety=Safety.EXACT,
+    summary="Convert the model to the target opset (onnx.version_converter).",
+    params={"target": "the ai.onnx opset to convert to"},
+)
+def opset_upgrade(model: ModelProto, target: int) -> ModelProto:
+    if opset(model) == int(target):
+        raise FixError(f"the model is already at opset {target}")
+    try:
+        out = version_converter.convert_version(model, int(target))
+    except Exception as exc:
+        raise FixError(f"onnx's version converter failed: {str(exc).splitlines()[0][:300]}") from None
+    from onnx.helper import find_min_ir_version_for
+
+    out.ir_version = max(model.ir_version, find_min_ir_version_for(list(out.opset_import)))
+    return out

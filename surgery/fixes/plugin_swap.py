@@ -1,0 +1,97 @@
+"""Swap a node (or the region between chosen tensors) for one TensorRT plugin node.
+
+The TensorRT ONNX parser imports an op it has no importer for through its plugin fallback: it looks up a
+plugin creator by the node's op type, the `plugin_version` attribute (default "1") and `plugin_namespace`
+(default ""). The new node keeps the inputs and outputs; attributes are mapped by `attributes`: a value, or
+"$name" to copy the old node's attribute `name`.
+"""
+
+from __future__ import annotations
+
+from onnx import ModelProto, helper
+
+from surgery.fixes import FixError, Safety, register
+from surgery.fixes._util import copy_model, find_node
+
+
+def _attr_value(attr):
+    return helper.get_attribute_value(attr)
+
+
+@register(
+    "plugin_swap",
+    safety=Safety.CHANGES_SEMANTICS,
+    summary="Replace a node, or the region between tensors, by one plugin node (op type = plugin name).",
+    params={
+        "node": "key of the node to replace (or give inputs and outputs)",
+        "inputs": "region inputs (tensor names), with outputs",
+        "outputs": "region outputs (tensor names), with inputs",
+        "plugin": "plugin name: the new node's op type",
+        "version": "plugin_version attribute (default '1')",
+        "namespace": "plugin_namespace attribute (default '')",
+        "domain": "the new node's domain (default '')",
+        "attributes": "new attribute name -> value, or '$old_name' to copy an attribute of the old node",
+    },
+)
+def plugin_swap(
+    model: ModelProto,
+    plugin: str,
+    node=None,
+    inputs=None,
+    outputs=None,
+    version="1",
+    namespace="",
+    domain="",
+    attributes=None,
+) -> ModelProto:
+    out = copy_model(model)
+    graph = out.graph
+    if node is not None:
+        i = find_node(out, node)
+        old = graph.node[i]
+        ins, outs, region, name = list(old.input), list(old.output), [i], old.name or plugin
+        old_attrs = {a.name: _attr_value(a) for a in old.attribute}
+    elif inputs and outputs:
+        from surgery.fixes.extract import region_between
+
+        region = region_between(out, inputs, outputs)
+        ins, outs, name = list(inputs), list(outputs), f"{plugin}_region"
+        old_attrs = {}
+    else:
+        raise FixError("plugin_swap needs `node`, or both `inputs` and `outputs`")
+    attrs = {}
+    for new_name, value in (attributes or {}).items():
+        if isinstance(value, str) and value.startswith("$"):
+            src = value[1:]
+            if src not in old_attrs:
+                raise FixError(
+                    f"attribute '{src}' (for plugin field '{new_name}') is not on the old node. Note: "
+                    f"it has {sorted(old_attrs)}"
+                )
+            attrs[new_name] = old_attrs[src]
+        else:
+            attrs[new_name] = value
+    new = helper.make_node(
+        plugin,
+        ins,
+        outs,
+        name=name,
+        domain=domain,
+        plugin_version=str(version),
+        plugin_namespace=str(namespace),
+        **attrs,
+    )
+    first = min(region)
+    for k in sorted(region, reverse=True):
+        del graph.node[k]
+    graph.node.insert(first, new)
+    if domain and not any(o.domain == domain for o in out.opset_import):
+        out.opset_import.append(helper.make_opsetid(domain, 1))
+    # the old op's domain may now be unused
+    used = {n.domain for n in graph.node}
+    keep = [o for o in out.opset_import if o.domain in ("", "ai.onnx") or o.domain in used]
+    if len(keep) != len(out.opset_import):
+        kept = [helper.make_opsetid(o.domain, o.version) for o in keep]
+        del out.opset_import[:]
+        out.opset_import.extend(kept)
+    return out
