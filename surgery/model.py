@@ -162,8 +162,12 @@ def _scan_top_level(data: bytes | memoryview) -> tuple[str, str]:
         if pos > n:
             return cut(f"file ends inside field {number}")
         expected = _MODEL_FIELDS.get(number)
-        if expected is None or _WIRE_OF_TYPE.get(expected.type) != wire and not (
-            getattr(expected, "is_repeated", False) and wire == 2  # packed repeated scalars
+        if (
+            expected is None
+            or _WIRE_OF_TYPE.get(expected.type) != wire
+            and not (
+                getattr(expected, "is_repeated", False) and wire == 2  # packed repeated scalars
+            )
         ):
             foreign.append(f"field {number} (wire type {wire})")
     if foreign:
@@ -192,7 +196,9 @@ def _fits(tags: list[tuple[int, int]], descriptor) -> bool:
     fields = {f.number: f for f in descriptor.fields}
     for number, wire in tags:
         f = fields.get(number)
-        if f is None or (_WIRE_OF_TYPE.get(f.type) != wire and not (getattr(f, "is_repeated", False) and wire == 2)):
+        if f is None or (
+            _WIRE_OF_TYPE.get(f.type) != wire and not (getattr(f, "is_repeated", False) and wire == 2)
+        ):
             return False
     return True
 

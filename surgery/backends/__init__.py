@@ -58,7 +58,13 @@ def static_versions() -> list[str]:
 def list_backends() -> list[tuple[str, str, str, Availability]]:
     """(id, label, version, availability) for every backend, with the static predictor's newest version."""
     rows = []
-    for backend_id in ["tensorrt", *(f"tensorrt-static@{static_versions()[-1]}",), "onnxruntime", "openvino", "tvm"]:
+    for backend_id in [
+        "tensorrt",
+        *(f"tensorrt-static@{static_versions()[-1]}",),
+        "onnxruntime",
+        "openvino",
+        "tvm",
+    ]:
         try:
             b = get_backend(backend_id)
             rows.append((b.id, b.label, b.version, b.availability()))

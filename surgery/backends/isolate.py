@@ -55,7 +55,10 @@ def call_isolated(func_path: str, *args, timeout: float = 120.0, env: dict | Non
         try:
             proc = subprocess.run(
                 [sys.executable, "-c", _CHILD, req, out],
-                capture_output=True, text=True, timeout=timeout, env=child_env,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                env=child_env,
             )
         except subprocess.TimeoutExpired:
             raise BackendCrash(f"backend timed out after {timeout:g} s") from None
