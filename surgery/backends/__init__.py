@@ -57,17 +57,16 @@ def static_versions() -> list[str]:
 
 def list_backends() -> list[tuple[str, str, str, Availability]]:
     """(id, label, version, availability) for every backend, with the static predictor's newest version."""
+    try:
+        static = f"tensorrt-static@{static_versions()[-1]}"
+    except Exception:
+        static = "tensorrt-static"
     rows = []
-    for backend_id in [
-        "tensorrt",
-        *(f"tensorrt-static@{static_versions()[-1]}",),
-        "onnxruntime",
-        "openvino",
-        "tvm",
-    ]:
+    for backend_id in ["tensorrt", static, "onnxruntime", "openvino", "tvm"]:
         try:
             b = get_backend(backend_id)
             rows.append((b.id, b.label, b.version, b.availability()))
         except Exception as exc:  # a backend that cannot even be constructed says why
-            rows.append((backend_id, backend_id, "", Availability(False, f"{type(exc).__name__}: {exc}")))
+            line = (str(exc).splitlines() or [""])[0]
+            rows.append((backend_id, backend_id, "", Availability(False, f"{type(exc).__name__}: {line}")))
     return rows
