@@ -128,6 +128,11 @@ class Workspace:
         self.cursor += 1
         return self.current
 
+    def discard_undone(self) -> None:
+        """Forget the undone steps (no redo), e.g. after a step was rolled back because it failed to verify."""
+        del self.steps[self.cursor :]
+        del self._states[self.cursor + 1 :]
+
     def replay(self, steps: list[Step] | None = None) -> ModelProto:
         """Rebuild from the original by replaying `steps` (default: the recipe). Resets the cache."""
         steps = list(self.recipe if steps is None else steps)

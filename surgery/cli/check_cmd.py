@@ -13,8 +13,13 @@ from surgery.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_REJECTED
 def add_parser(sub):
     p = sub.add_parser("check", help="per-node verdicts of TensorRT / onnxruntime / OpenVINO / TVM")
     p.add_argument("model")
-    p.add_argument("--target", "-t", action="append", default=None,
-                   help="tensorrt, tensorrt-static@VERSION, onnxruntime, openvino, tvm (repeat; default onnxruntime)")
+    p.add_argument(
+        "--target",
+        "-t",
+        action="append",
+        default=None,
+        help="tensorrt, tensorrt-static@VERSION, onnxruntime, openvino, tvm (repeat; default onnxruntime)",
+    )
     p.add_argument("--format", choices=["text", "json", "sarif"], default="text")
     p.add_argument("--all", action="store_true", help="list supported nodes too")
     p.add_argument("--max-bytes", type=int, default=None)
@@ -27,19 +32,32 @@ def _sarif(path: str, reports) -> dict:
         for v in r.rejected:
             rule_id = f"{r.backend}/{v.code or 'REJECTED'}"
             rules.setdefault(rule_id, {"id": rule_id, "shortDescription": {"text": f"{r.label}: {v.code}"}})
-            results.append({
-                "ruleId": rule_id, "level": "error",
-                "message": {"text": f"{v.op_type} node '{v.node}': {v.message}"},
-                "locations": [{
-                    "physicalLocation": {"artifactLocation": {"uri": path}},
-                    "logicalLocations": [{"name": v.node, "kind": "function", "fullyQualifiedName": v.node}],
-                }],
-                "properties": {"backend": r.backend, "evidence": v.evidence.source, "rules": list(v.rules)},
-            })
+            results.append(
+                {
+                    "ruleId": rule_id,
+                    "level": "error",
+                    "message": {"text": f"{v.op_type} node '{v.node}': {v.message}"},
+                    "locations": [
+                        {
+                            "physicalLocation": {"artifactLocation": {"uri": path}},
+                            "logicalLocations": [
+                                {"name": v.node, "kind": "function", "fullyQualifiedName": v.node}
+                            ],
+                        }
+                    ],
+                    "properties": {
+                        "backend": r.backend,
+                        "evidence": v.evidence.source,
+                        "rules": list(v.rules),
+                    },
+                }
+            )
     return {
         "version": "2.1.0",
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
-        "runs": [{"tool": {"driver": {"name": "onnx-surgery", "rules": list(rules.values())}}, "results": results}],
+        "runs": [
+            {"tool": {"driver": {"name": "onnx-surgery", "rules": list(rules.values())}}, "results": results}
+        ],
     }
 
 
@@ -48,9 +66,13 @@ def _text(reports, model, show_all: bool) -> str:
 
     lines = []
     for r in reports:
-        verdict = "accepts" if r.accepted else ("rejects" if r.rejected or r.accepted is False else "no verdict")
-        lines.append(f"== {r.label} [{r.backend}]: {verdict} — {len(r.rejected)} of {len(r.verdicts)} nodes "
-                     f"rejected, {r.backend_calls} backend call(s), {r.seconds:.2f} s")
+        verdict = (
+            "accepts" if r.accepted else ("rejects" if r.rejected or r.accepted is False else "no verdict")
+        )
+        lines.append(
+            f"== {r.label} [{r.backend}]: {verdict} — {len(r.rejected)} of {len(r.verdicts)} nodes "
+            f"rejected, {r.backend_calls} backend call(s), {r.seconds:.2f} s"
+        )
         for m in r.messages:
             lines.append(f"   model: {m}")
         by_reason = defaultdict(list)
@@ -90,6 +112,8 @@ def run(args) -> int:
     else:
         print(_text(reports, model.proto, args.all))
         bad = [r.backend for r in reports if r.rejected or r.accepted is False]
-        print(f"\nsummary: {len(reports) - len(bad)} of {len(reports)} target(s) accept the model"
-              + (f"; rejected by {', '.join(bad)}" if bad else ""))
+        print(
+            f"\nsummary: {len(reports) - len(bad)} of {len(reports)} target(s) accept the model"
+            + (f"; rejected by {', '.join(bad)}" if bad else "")
+        )
     return EXIT_REJECTED if any(r.rejected or r.accepted is False for r in reports) else EXIT_OK

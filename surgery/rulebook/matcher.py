@@ -1,0 +1,208 @@
+"""Does a rule match a node? Each condition answers with (ok, reason), so the same code both matches and
+explains near-misses (the tracer)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
+
+from surgery.graph import GraphFacts, dtype_name
+from surgery.rulebook.schema import Rule
+
+I32 = np.iinfo(np.int32)
+
+
+@dataclass
+class Context:
+    """What conditions look at: the model's facts, computed once per model version."""
+
+    model: ModelProto
+
+    @cached_property
+    def facts(self) -> GraphFacts:
+        return GraphFacts.of(self.model)
+
+    @cached_property
+    def foldable(self) -> set[str]:
+        from surgery.fixes.fold_constants import _foldable
+
+        return _foldable(self.model, self.facts)[0]
+
+    @cached_property
+    def out_of_int32(self) -> set[str]:
+        bad = set()
+        for name, t in self.facts.initializers.items():
+            if t.data_type == TensorProto.INT64 and t.data_location != TensorProto.EXTERNAL:
+                a = numpy_helper.to_array(t)
+                if a.size and (a.max() > I32.max or a.min() < I32.min):
+                    bad.add(name)
+        return bad
+
+
+def _attr(node: NodeProto, name: str):
+    for a in node.attribute:
+        if a.name == name:
+            v = helper.get_attribute_value(a)
+            return v.decode() if isinstance(v, bytes) else v
+    return None
+
+
+def _chain_ok(ctx: Context, tensor: str, chain: list) -> tuple[bool, str]:
+    """produced_by: [Concat, [Constant, Cast]] — the producer's op, then ops among its producers."""
+    producer = ctx.facts.producer_of(tensor)
+    want = chain[0]
+    ops = want if isinstance(want, list) else [want]
+    if producer is None or producer.op_type not in ops:
+        got = producer.op_type if producer is not None else "no node (an initializer or graph input)"
+        return False, f"'{tensor}' is produced by {got}, not {'/'.join(ops)}"
+    if len(chain) > 1:
+        nxt = chain[1] if isinstance(chain[1], list) else [chain[1]]
+        feeding = {
+            ctx.facts.producer_of(x).op_type for x in producer.input if ctx.facts.producer_of(x) is not None
+        }
+        missing = [op for op in nxt if op not in feeding]
+        if missing:
+            return False, f"{producer.op_type} '{producer.name}' is not fed by {', '.join(missing)}"
+    return True, f"'{tensor}' is produced by {producer.op_type}"
+
+
+def _input_condition(ctx: Context, node: NodeProto, index: int, cond: dict) -> list[tuple[bool, str]]:
+    facts = ctx.facts
+    name = node.input[index] if index < len(node.input) else ""
+    checks = []
+    if "missing" in cond:
+        ok = (name == "") == bool(cond["missing"])
+        checks.append((ok, f"input {index} is {'absent' if not name else repr(name)}"))
+        return checks
+    if not name:
+        return [(False, f"input {index} is absent")]
+    info = facts.info(name)
+    for key, want in cond.items():
+        if key == "constant":
+            got = facts.is_constant(name)
+            checks.append(
+                (
+                    got == want,
+                    f"input {index} '{name}' is {'' if got else 'not '}computed only from constants",
+                )
+            )
+        elif key == "foldable":
+            got = name in ctx.foldable
+            checks.append(
+                (
+                    got == want,
+                    f"input {index} '{name}' is {'' if got else 'not '}foldable (constants and "
+                    "static shapes)",
+                )
+            )
+        elif key == "initializer":
+            got = name in facts.initializers
+            checks.append((got == want, f"input {index} '{name}' is {'' if got else 'not '}an initializer"))
+        elif key == "graph_input":
+            got = name in facts.graph_inputs
+            checks.append((got == want, f"input {index} '{name}' is {'' if got else 'not '}a graph input"))
+        elif key == "dtype":
+            got = info.dtype_name
+            checks.append((got == want, f"input {index} '{name}' has type {got}"))
+        elif key == "rank_known":
+            got = info.shape is not None
+            checks.append(
+                (got == want, f"input {index} '{name}' has {'a known' if got else 'an unknown'} rank")
+            )
+        elif key == "dynamic":
+            got = info.is_dynamic
+            checks.append((got == want, f"input {index} '{name}' has shape {info.shape_str()}"))
+        elif key == "produced_by":
+            checks.append(_chain_ok(ctx, name, list(want)))
+        elif key == "int64_out_of_int32":
+            got = name in ctx.out_of_int32
+            checks.append(
+                (
+                    got == want,
+                    f"input {index} '{name}' {'holds' if got else 'holds no'} INT64 values "
+                    "outside the INT32 range",
+                )
+            )
+        elif key == "readers":
+            readers = {n.op_type for n in facts.consumers_of(name)}
+            ok = readers <= set(want)
+            checks.append((ok, f"input {index} '{name}' is read by {sorted(readers)}"))
+    return checks
+
+
+def explain_node(ctx: Context, rule: Rule, node: NodeProto) -> list[tuple[bool, str]]:
+    """Every condition of the rule on this node, with its outcome and reason."""
+    m = rule.match
+    ops = m["op"] if isinstance(m["op"], list) else [m["op"]]
+    out = [
+        (
+            node.op_type in ops,
+            f"op is {node.op_type}" + ("" if node.op_type in ops else f", not {'/'.join(ops)}"),
+        )
+    ]
+    if "domain" in m:
+        want = m["domain"] or ""
+        got = node.domain if node.domain not in ("ai.onnx",) else ""
+        out.append((got == want, f"domain is '{got}'" + ("" if got == want else f", not '{want}'")))
+    elif node.domain not in ("", "ai.onnx"):
+        out.append((False, f"domain is '{node.domain}'; the rule is for standard ops"))
+    if not out[0][0]:
+        return out
+    for name, cond in (m.get("attrs") or {}).items():
+        value = _attr(node, name)
+        for key, want in cond.items():
+            if key == "eq":
+                out.append(
+                    (
+                        value == want,
+                        f"attribute {name} = {value!r}" + ("" if value == want else f", not {want!r}"),
+                    )
+                )
+            elif key == "ne":
+                out.append((value != want, f"attribute {name} = {value!r}"))
+            elif key == "in":
+                out.append((value in want, f"attribute {name} = {value!r}"))
+            elif key == "missing":
+                out.append(
+                    (
+                        (value is None) == bool(want),
+                        f"attribute {name} is {'absent' if value is None else 'set'}",
+                    )
+                )
+            elif key == "present":
+                out.append(
+                    (
+                        (value is not None) == bool(want),
+                        f"attribute {name} is {'absent' if value is None else 'set'}",
+                    )
+                )
+    for index, cond in (m.get("inputs") or {}).items():
+        out += _input_condition(ctx, node, int(index), cond)
+    if "any_input" in m:
+        results = [_input_condition(ctx, node, i, m["any_input"]) for i in range(len(node.input))]
+        hit = next((r for r in results if r and all(ok for ok, _ in r)), None)
+        out.append(
+            (
+                hit is not None,
+                hit[-1][1]
+                if hit
+                else "no input meets " + ", ".join(f"{k}={v}" for k, v in m["any_input"].items()),
+            )
+        )
+    if "outputs_are_graph_outputs" in m:
+        outs = {o.name for o in ctx.model.graph.output}
+        got = all(o in outs for o in node.output if o)
+        want = bool(m["outputs_are_graph_outputs"])
+        out.append((got == want, f"its outputs are {'' if got else 'not '}all graph outputs"))
+    return out
+
+
+def matches(ctx: Context, rule: Rule, node: NodeProto) -> bool:
+    return all(ok for ok, _ in explain_node(ctx, rule, node))
+
+
+def describe_dtype(code: int) -> str:
+    return dtype_name(code)

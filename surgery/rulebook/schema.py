@@ -1,0 +1,194 @@
+"""What a rule file may say. A rule is data: a match, a fix primitive with parameters, a safety class and its
+documentation. Validation errors name the file, the line and the field."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+SAFETY = ("exact", "approximate", "changes-semantics")
+TARGETS = ("tensorrt", "tensorrt-static", "onnxruntime", "openvino", "tvm")
+TOP_FIELDS = {
+    "id": "a short kebab-case name, unique",
+    "title": "one line",
+    "why": "which backend rejects what, in its words",
+    "what": "what the rule does",
+    "targets": "target -> version spec ('*', '<=8.2', '>=8.6,<10')",
+    "match": "op, domain, attrs, inputs, any_input, outputs_are_graph_outputs",
+    "fix": "primitive and params",
+    "safety": "exact | approximate | changes-semantics",
+    "safety_note": "why the fix has that safety class",
+    "example": "model (a sample's name), node, near_miss, before, after",
+    "references": "list of sources",
+}
+MATCH_FIELDS = {"op", "domain", "attrs", "inputs", "any_input", "outputs_are_graph_outputs"}
+INPUT_CONDITIONS = {
+    "constant",
+    "foldable",
+    "initializer",
+    "dtype",
+    "rank_known",
+    "dynamic",
+    "missing",
+    "graph_input",
+    "produced_by",
+    "int64_out_of_int32",
+    "readers",
+}
+ATTR_CONDITIONS = {"eq", "ne", "in", "missing", "present"}
+
+
+class RuleError(ValueError):
+    """A rule file that cannot be used: `str()` names the file, the line and the field."""
+
+
+@dataclass
+class Rule:
+    id: str
+    title: str
+    why: str
+    what: str
+    targets: dict[str, str]
+    match: dict[str, Any]
+    fix: dict[str, Any]
+    safety: str
+    safety_note: str = ""
+    example: dict[str, Any] = field(default_factory=dict)
+    references: list[str] = field(default_factory=list)
+    path: str = ""
+
+    @property
+    def primitive(self) -> str:
+        return self.fix["primitive"]
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return dict(self.fix.get("params") or {})
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: getattr(self, k) for k in TOP_FIELDS if getattr(self, k, None) not in (None, "", [], {})}
+        return d
+
+
+def validate(data: Any, where) -> Rule:
+    """`where(path) -> "file:line"` locates a field for messages."""
+
+    def fail(path: str, msg: str):
+        raise RuleError(f"{where(path)}: field '{path}': {msg}")
+
+    if not isinstance(data, dict):
+        fail("", "a rule file must be a mapping of fields")
+    for key in data:
+        if key not in TOP_FIELDS:
+            fail(str(key), f"unknown field. Note: fields are {', '.join(TOP_FIELDS)}")
+    for key in ("id", "title", "why", "what", "match", "fix", "safety"):
+        if key not in data:
+            fail(key, "missing (required)")
+    for key in ("id", "title", "why", "what"):
+        if not isinstance(data[key], str) or not data[key].strip():
+            fail(key, "must be a non-empty string")
+    if data["safety"] not in SAFETY:
+        fail("safety", f"'{data['safety']}' is not one of {', '.join(SAFETY)}")
+    targets = data.get("targets") or {}
+    if not isinstance(targets, dict):
+        fail("targets", "must map target -> version spec")
+    for t, spec in targets.items():
+        if t not in TARGETS:
+            fail(f"targets.{t}", f"unknown target. Note: targets are {', '.join(TARGETS)}")
+        try:
+            parse_spec(str(spec))
+        except ValueError as exc:
+            fail(f"targets.{t}", str(exc))
+    match = data["match"]
+    if not isinstance(match, dict) or "op" not in match:
+        fail("match", "must be a mapping with at least 'op'")
+    for key in match:
+        if key not in MATCH_FIELDS:
+            fail(f"match.{key}", f"unknown condition. Note: conditions are {', '.join(sorted(MATCH_FIELDS))}")
+    for name, cond in (match.get("attrs") or {}).items():
+        if not isinstance(cond, dict) or set(cond) - ATTR_CONDITIONS:
+            fail(f"match.attrs.{name}", f"must be a mapping of {', '.join(sorted(ATTR_CONDITIONS))}")
+    inputs = match.get("inputs") or {}
+    if not isinstance(inputs, dict):
+        fail("match.inputs", "must map an input index to conditions")
+    for idx, cond in [
+        *inputs.items(),
+        *([("any_input", match["any_input"])] if "any_input" in match else []),
+    ]:
+        path = "match.any_input" if idx == "any_input" else f"match.inputs.{idx}"
+        if idx != "any_input" and not isinstance(idx, int):
+            fail(path, "input index must be an integer")
+        if not isinstance(cond, dict) or set(cond) - INPUT_CONDITIONS:
+            fail(path, f"must be a mapping of {', '.join(sorted(INPUT_CONDITIONS))}")
+    fix = data["fix"]
+    if not isinstance(fix, dict) or "primitive" not in fix:
+        fail("fix", "must be a mapping with 'primitive' and optional 'params'")
+    from surgery.fixes import all_fixes
+
+    prims = all_fixes()
+    if fix["primitive"] not in prims:
+        fail(
+            "fix.primitive",
+            f"unknown primitive '{fix['primitive']}'. Note: available: {', '.join(sorted(prims))}",
+        )
+    params = fix.get("params") or {}
+    if not isinstance(params, dict):
+        fail("fix.params", "must be a mapping")
+    allowed = set(prims[fix["primitive"]].params)
+    for p in params:
+        if p not in allowed:
+            fail(
+                f"fix.params.{p}",
+                f"'{fix['primitive']}' takes no parameter '{p}'. Note: it takes {sorted(allowed)}",
+            )
+    return Rule(
+        id=data["id"],
+        title=data["title"],
+        why=data["why"].strip(),
+        what=data["what"].strip(),
+        targets={k: str(v) for k, v in targets.items()},
+        match=match,
+        fix=fix,
+        safety=data["safety"],
+        safety_note=str(data.get("safety_note", "")).strip(),
+        example=data.get("example") or {},
+        references=list(data.get("references") or []),
+    )
+
+
+def _version_tuple(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in v.split("."))
+
+
+def parse_spec(spec: str) -> list[tuple[str, tuple[int, ...]]]:
+    """'*' | '<=8.2' | '>=8.6,<10' -> [(op, version), ...]."""
+    spec = spec.strip()
+    if spec in ("*", "", "any"):
+        return []
+    out = []
+    for part in spec.split(","):
+        part = part.strip()
+        for op in ("<=", ">=", "==", "<", ">"):
+            if part.startswith(op):
+                try:
+                    out.append((op, _version_tuple(part[len(op) :].strip())))
+                except ValueError:
+                    raise ValueError(f"bad version in '{part}'") from None
+                break
+        else:
+            raise ValueError(f"bad version spec '{part}' (use *, <=8.2, >=8.6,<10 ...)")
+    return out
+
+
+def version_matches(spec: str, version: str) -> bool:
+    try:
+        v = _version_tuple(version)
+    except ValueError:
+        return True
+    for op, ref in parse_spec(spec):
+        n = max(len(v), len(ref))
+        a, b = v[: len(ref)] if op in ("<=", "==") else v, ref
+        a, b = a + (0,) * (n - len(a)), b + (0,) * (n - len(b))
+        if not {"<=": a <= b, ">=": a >= b, "==": a == b, "<": a < b, ">": a > b}[op]:
+            return False
+    return True
