@@ -22,7 +22,9 @@ def _unavailable_report(target: str, label: str, version: str, reason: str) -> R
     return report
 
 
-def check_one(model: ModelProto, target: str, base_dir: str | Path | None = None, *, fp: str | None = None) -> Report:
+def check_one(
+    model: ModelProto, target: str, base_dir: str | Path | None = None, *, fp: str | None = None
+) -> Report:
     backend = get_backend(target)
     key = (fp or fingerprint(model), backend.id, backend.version)
     if key in _CACHE:

@@ -56,7 +56,12 @@ def partition(model: ModelProto, report: Report) -> Partition:
     for i in facts.order:
         for x in dict.fromkeys(_all_inputs(model.graph.node[i])):
             p = facts.producer.get(x)
-            if p is not None and region_of[p] != region_of[i] and x not in facts.constant and x not in crossing:
+            if (
+                p is not None
+                and region_of[p] != region_of[i]
+                and x not in facts.constant
+                and x not in crossing
+            ):
                 crossing.append(x)
                 info = facts.info(x)
                 n = info.numel()

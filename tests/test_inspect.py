@@ -98,4 +98,6 @@ def test_lesson_page_is_current(sample_dir):
     spec = importlib.util.spec_from_file_location("build_samples", sample_dir / "build.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    assert (sample_dir / "README.md").read_text() == mod.lessons_markdown(), "run python sample_models/build.py"
+    assert (sample_dir / "README.md").read_text() == mod.lessons_markdown(), (
+        "run python sample_models/build.py"
+    )

@@ -14,8 +14,11 @@ from surgery.graph import GraphFacts
 
 def _first_line(exc: Exception) -> str:
     text = str(exc).strip()
-    for prefix in ("[ONNXRuntimeError] : 1 : FAIL : ", "[ONNXRuntimeError] : 10 : INVALID_GRAPH : ",
-                   "[ONNXRuntimeError] : 9 : NOT_IMPLEMENTED : "):
+    for prefix in (
+        "[ONNXRuntimeError] : 1 : FAIL : ",
+        "[ONNXRuntimeError] : 10 : INVALID_GRAPH : ",
+        "[ONNXRuntimeError] : 9 : NOT_IMPLEMENTED : ",
+    ):
         text = text.replace(prefix, "")
     return text.splitlines()[0][:500] if text else type(exc).__name__
 
@@ -66,13 +69,22 @@ class OnnxRuntimeBackend:
         report.backend_calls += calls
         for i, (key, node) in enumerate(zip(facts.keys, nodes)):
             ok, message = verdicts[i]
-            report.verdicts.append(Verdict(
-                key, i, node.op_type, Status.SUPPORTED if ok else Status.REJECTED, message,
-                "" if ok else "SESSION_CREATION", Evidence("probe", f"{self.label}, one-node model"),
-            ))
+            report.verdicts.append(
+                Verdict(
+                    key,
+                    i,
+                    node.op_type,
+                    Status.SUPPORTED if ok else Status.REJECTED,
+                    message,
+                    "" if ok else "SESSION_CREATION",
+                    Evidence("probe", f"{self.label}, one-node model"),
+                )
+            )
         if not report.rejected:
             # every node works alone: the whole-model error is about how they fit; blame the node it names
-            named = [v for v in report.verdicts if v.node and (f"'{v.node}'" in error or f"({v.node})" in error)]
+            named = [
+                v for v in report.verdicts if v.node and (f"'{v.node}'" in error or f"({v.node})" in error)
+            ]
             for v in named[:1]:
                 v.status, v.message, v.code = Status.REJECTED, error, "SESSION_CREATION"
                 v.evidence = Evidence("whole model", self.label)

@@ -67,7 +67,9 @@ def isolate(facts: GraphFacts, index: int) -> ModelProto:
     for o in node.output:
         if o:
             info = facts.info(o)
-            shape = None if info.shape is None else [d if isinstance(d, int) else (d or None) for d in info.shape]
+            shape = (
+                None if info.shape is None else [d if isinstance(d, int) else (d or None) for d in info.shape]
+            )
             outputs.append(helper.make_tensor_value_info(o, info.dtype or TensorProto.FLOAT, shape))
     graph = helper.make_graph([node], f"probe_{node.op_type}", inputs, outputs, inits)
     probe = helper.make_model(graph, opset_imports=list(model.opset_import), ir_version=model.ir_version)

@@ -10,7 +10,7 @@ def add_parser(sub):
 def run(args) -> int:
     from surgery.backends import list_backends, static_versions
 
-    for backend_id, label, version, avail in list_backends():
+    for backend_id, label, _version, avail in list_backends():
         mark = "ok " if avail.ok else "-- "
         print(f"{mark} {backend_id:24s} {label:40s} {avail.reason}")
     try:
