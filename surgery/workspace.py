@@ -99,6 +99,10 @@ class Workspace:
     def fingerprint(self) -> str:
         return fingerprint(self.current)
 
+    def model_at(self, steps: int) -> ModelProto:
+        """The model after the first `steps` steps (0 = the original)."""
+        return self._state(steps)
+
     def _state(self, i: int) -> ModelProto:
         while len(self._states) <= i:
             j = len(self._states)

@@ -1,0 +1,52 @@
+"""Overview: per backend, rejected nodes grouped by reason; partitions; a chart."""
+
+from collections import Counter, defaultdict
+
+import adapter
+import pandas as pd
+import streamlit as st
+
+from surgery.partition import partition
+
+adapter.ensure_state()
+ws = adapter.workspace()
+reports = adapter.reports()
+st.title("Overview")
+if not reports:
+    st.info("Pick targets in the sidebar.")
+rows = []
+for r in reports:
+    rows.append(
+        {
+            "backend": r.label,
+            "rejected": len(r.rejected),
+            "nodes": len(r.verdicts),
+            "accepted": "yes" if r.accepted else "no" if r.accepted is False else "?",
+            "seconds": round(r.seconds, 3),
+            "backend calls": r.backend_calls,
+        }
+    )
+if rows:
+    st.dataframe(pd.DataFrame(rows), hide_index=True, key="overview_table")
+    chart = pd.DataFrame({r.label: Counter(v.op_type for v in r.rejected) for r in reports}).fillna(0)
+    if not chart.empty:
+        st.markdown("**Rejected nodes by op type**")
+        st.bar_chart(chart)
+for r in reports:
+    st.subheader(r.label)
+    for m in r.messages:
+        st.warning(m)
+    groups = defaultdict(list)
+    for v in r.rejected:
+        groups[(v.code, v.message)].append(v)
+    if not groups and r.verdicts:
+        st.success("Every node is supported.")
+    for (code, message), vs in groups.items():
+        with st.expander(f"{len(vs)} × {code or 'REJECTED'}: {message[:120]}"):
+            st.code(message, language=None)
+            for v in vs:
+                if st.button(f"{v.op_type} {v.node}", key=f"ov-{r.backend}-{v.node}"):
+                    adapter.state().selected = v.node
+                    st.switch_page("pages/workbench.py")
+    if r.verdicts and r.rejected:
+        st.caption("Partitions: " + partition(ws.current, r).summary())

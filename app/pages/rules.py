@@ -1,0 +1,24 @@
+"""Rules: the built-in rules and the user's saved ones; why a rule does or does not match the selected node."""
+
+import adapter
+import streamlit as st
+
+from surgery.rulebook import explain
+
+adapter.ensure_state()
+s = adapter.state()
+st.title("Rules")
+rules = adapter.all_rules()
+st.caption(f"{len(rules)} rules: built-in (rules/) and yours ({adapter.USER_RULES}).")
+for rule in rules:
+    mine = str(adapter.USER_RULES) in rule.path
+    with st.expander(f"{'⭐ ' if mine else ''}{rule.id} — {rule.title} [{rule.safety}]"):
+        st.markdown(f"**What it does.** {rule.what}")
+        st.markdown(f"**Why.** {rule.why}")
+        st.markdown(f"**Fix.** `{rule.primitive}` {rule.params or ''}")
+        if rule.safety_note:
+            st.markdown(f"**Safety.** {rule.safety_note}")
+        if s.selected:
+            st.markdown(f"**On the selected node `{s.selected}`:**")
+            for line in explain(adapter.workspace().current, rule, s.selected):
+                st.text(line)

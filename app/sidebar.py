@@ -1,0 +1,42 @@
+"""The sidebar shared by every page: which model, which targets."""
+
+import adapter
+import streamlit as st
+
+from surgery.samples import SAMPLES, lessons
+
+
+def render() -> None:
+    adapter.ensure_state()
+    s = adapter.state()
+    with st.sidebar:
+        st.markdown("### ONNX Surgery")
+        st.caption(f"Model: **{s.model_name}**")
+        sample = st.selectbox("Sample model", ["—", *SAMPLES], key="sample_pick")
+        if sample != "—" and st.button("Open sample", key="open_sample"):
+            adapter.open_sample(sample)
+            st.rerun()
+        up = st.file_uploader("Upload an .onnx file", type=["onnx"], key="upload")
+        if up is not None and st.button("Open upload", key="open_upload"):
+            if adapter.open_bytes(up.getvalue(), up.name):
+                st.rerun()
+        if adapter.models_dir() is not None:
+            path = st.text_input(f"Path under {adapter.models_dir()}", key="server_path")
+            if path and st.button("Open path", key="open_path"):
+                if adapter.open_path(path):
+                    st.rerun()
+        options = adapter.target_options()
+        chosen = st.multiselect(
+            "Targets", options, default=[t for t in s.targets if t in options] or None, key="targets_pick"
+        )
+        if chosen != s.targets:
+            s.targets = chosen
+        if s.error:
+            st.error(s.error)
+        with st.expander("Lessons", expanded=s.model_name == "healthy_cnn.onnx"):
+            for lesson in lessons():
+                if lesson.rule and st.button(lesson.title, key=f"side-lesson-{lesson.name}"):
+                    adapter.open_sample(lesson.name)
+                    s.targets = [lesson.backend, "onnxruntime"]
+                    s.selected = lesson.node
+                    st.rerun()

@@ -1,0 +1,61 @@
+"""`onnx-surgery app [MODEL]`: start the Streamlit workbench (on the built-in healthy sample by default)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+APP = Path(__file__).resolve().parent.parent.parent / "app" / "main.py"
+
+
+def add_parser(sub):
+    p = sub.add_parser("app", help="start the workbench in the browser")
+    p.add_argument("model", nargs="?", help="model to open (default: the healthy sample)")
+    p.add_argument("--port", type=int, default=8501)
+    p.add_argument("--address", default="localhost")
+    p.add_argument("--models-dir", help="allow opening server paths under this folder")
+    p.add_argument("--upload-limit-mb", type=int, default=2048, help="largest upload accepted")
+    return p
+
+
+def build_command(args) -> tuple[list[str], dict[str, str]]:
+    env = dict(os.environ)
+    if args.model:
+        from surgery.model import load_model
+
+        load_model(args.model)  # a bad file fails here, with its one-line message (exit 2)
+        env["ONNX_SURGERY_START_MODEL"] = str(Path(args.model).resolve())
+    if args.models_dir:
+        env["ONNX_SURGERY_MODELS_DIR"] = str(Path(args.models_dir).resolve())
+    cmd = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(APP),
+        "--server.port",
+        str(args.port),
+        "--server.address",
+        args.address,
+        "--server.maxUploadSize",
+        str(args.upload_limit_mb),
+        "--browser.gatherUsageStats",
+        "false",
+        "--server.headless",
+        "true",
+    ]
+    return cmd, env
+
+
+def run(args) -> int:
+    if not APP.exists():
+        print(
+            f"error: the app is not installed beside the package ({APP}); install from a source checkout",
+            file=sys.stderr,
+        )
+        return 2
+    cmd, env = build_command(args)
+    print(f"ONNX Surgery: http://{args.address}:{args.port}", flush=True)
+    return subprocess.call(cmd, env=env)
