@@ -22,9 +22,8 @@ def render() -> None:
                 st.rerun()
         if adapter.models_dir() is not None:
             path = st.text_input(f"Path under {adapter.models_dir()}", key="server_path")
-            if path and st.button("Open path", key="open_path"):
-                if adapter.open_path(path):
-                    st.rerun()
+            if path and st.button("Open path", key="open_path") and adapter.open_path(path):
+                st.rerun()
         options = adapter.target_options()
         chosen = st.multiselect(
             "Targets", options, default=[t for t in s.targets if t in options] or None, key="targets_pick"

@@ -128,7 +128,7 @@ with right:
         props = adapter.proposals(key)
         if not props:
             st.caption("No rule matches this node for the chosen targets.")
-        for k, p in enumerate(props):
+        for _k, p in enumerate(props):
             with st.container(border=True):
                 st.markdown(f"**{p.rule.title}**  \n`{p.rule.id}` · safety: **{p.safety}**")
                 st.caption(p.rule.why)
@@ -174,14 +174,13 @@ with actions:
         f"{stem}.recipe.json",
         key="download_recipe",
     )
-    if ws.recipe and s.selected:
-        if st.button("Save last step as a rule", key="save_rule"):
-            from surgery.rulebook.save import rule_from_step
+    if ws.recipe and s.selected and st.button("Save last step as a rule", key="save_rule"):
+        from surgery.rulebook.save import rule_from_step
 
-            last = ws.recipe[-1]
-            node_key = s.selected if s.selected in GraphFacts.of(ws.model_at(ws.cursor - 1)).index else None
-            if node_key is None:
-                s.error = "select the node the step was applied to before saving it as a rule"
-            else:
-                path, matches = rule_from_step(ws.model_at(ws.cursor - 1), last, node_key, adapter.USER_RULES)
-                st.success(f"saved {path} — it matches {len(matches)} node(s) here")
+        last = ws.recipe[-1]
+        node_key = s.selected if s.selected in GraphFacts.of(ws.model_at(ws.cursor - 1)).index else None
+        if node_key is None:
+            s.error = "select the node the step was applied to before saving it as a rule"
+        else:
+            path, matches = rule_from_step(ws.model_at(ws.cursor - 1), last, node_key, adapter.USER_RULES)
+            st.success(f"saved {path} — it matches {len(matches)} node(s) here")
