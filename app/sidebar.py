@@ -17,9 +17,12 @@ def render() -> None:
             adapter.open_sample(sample)
             st.rerun()
         up = st.file_uploader("Upload an .onnx file", type=["onnx"], key="upload")
-        if up is not None and st.button("Open upload", key="open_upload"):
-            if adapter.open_bytes(up.getvalue(), up.name):
-                st.rerun()
+        if (
+            up is not None
+            and st.button("Open upload", key="open_upload")
+            and adapter.open_bytes(up.getvalue(), up.name)
+        ):
+            st.rerun()
         if adapter.models_dir() is not None:
             path = st.text_input(f"Path under {adapter.models_dir()}", key="server_path")
             if path and st.button("Open path", key="open_path") and adapter.open_path(path):
