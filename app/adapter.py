@@ -158,5 +158,14 @@ def target_options() -> list[str]:
     return ["tensorrt", *statics, "onnxruntime", "openvino", "tvm"]
 
 
+def open_lesson(name: str) -> None:
+    """A button callback: open the lesson's broken model with its backend as target and its node selected."""
+    lesson = next(x for x in lessons() if x.name == name)
+    open_sample(name)
+    options = target_options()
+    state().targets = [t for t in dict.fromkeys([lesson.backend, "onnxruntime"]) if t in options]
+    state().selected = lesson.node
+
+
 def lesson(name: str):
     return next(x for x in lessons() if x.name == name)

@@ -37,8 +37,10 @@ def render() -> None:
             st.error(s.error)
         with st.expander("Lessons", expanded=s.model_name == "healthy_cnn.onnx"):
             for lesson in lessons():
-                if lesson.rule and st.button(lesson.title, key=f"side-lesson-{lesson.name}"):
-                    adapter.open_sample(lesson.name)
-                    s.targets = [lesson.backend, "onnxruntime"]
-                    s.selected = lesson.node
-                    st.rerun()
+                if lesson.rule:
+                    st.button(
+                        lesson.title,
+                        key=f"side-lesson-{lesson.name}",
+                        on_click=adapter.open_lesson,
+                        args=(lesson.name,),
+                    )

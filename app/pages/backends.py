@@ -1,9 +1,18 @@
 """Backends: which backends run on this machine, and why the others don't."""
 
-import pandas as pd
-import streamlit as st
+import sys
+from pathlib import Path
 
-from surgery.backends import list_backends
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # app/: adapter, sidebar, graph_component
+
+
+import pandas as pd  # noqa: E402
+import sidebar  # noqa: E402
+import streamlit as st  # noqa: E402
+
+from surgery.backends import list_backends  # noqa: E402
+
+sidebar.render()
 
 st.title("Backends")
 rows = [

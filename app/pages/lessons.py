@@ -1,9 +1,18 @@
 """Lessons: each sample's failure walked through — open it, see the red node in the backend's words, fix it."""
 
-import adapter
-import streamlit as st
+import sys
+from pathlib import Path
 
-from surgery.samples import lessons
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # app/: adapter, sidebar, graph_component
+
+
+import adapter  # noqa: E402
+import sidebar  # noqa: E402
+import streamlit as st  # noqa: E402
+
+from surgery.samples import lessons  # noqa: E402
+
+sidebar.render()
 
 adapter.ensure_state()
 s = adapter.state()
@@ -19,8 +28,7 @@ for lesson in lessons():
         st.code(lesson.message, language=None)
         st.markdown(f"**Why.** {lesson.why}")
         st.markdown(f"**Fix.** {lesson.fix}" + (f" Rule: `{lesson.rule}`." if lesson.rule else ""))
-        if st.button("Open this lesson", key=f"lesson-{lesson.name}"):
-            adapter.open_sample(lesson.name)
-            s.targets = [lesson.backend] + (["onnxruntime"] if lesson.backend != "onnxruntime" else [])
-            s.selected = lesson.node
+        if st.button(
+            "Open this lesson", key=f"lesson-{lesson.name}", on_click=adapter.open_lesson, args=(lesson.name,)
+        ):
             st.switch_page("pages/workbench.py")

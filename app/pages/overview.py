@@ -1,12 +1,21 @@
 """Overview: per backend, rejected nodes grouped by reason; partitions; a chart."""
 
-from collections import Counter, defaultdict
+import sys
+from pathlib import Path
 
-import adapter
-import pandas as pd
-import streamlit as st
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # app/: adapter, sidebar, graph_component
 
-from surgery.partition import partition
+
+from collections import Counter, defaultdict  # noqa: E402
+
+import adapter  # noqa: E402
+import pandas as pd  # noqa: E402
+import sidebar  # noqa: E402
+import streamlit as st  # noqa: E402
+
+from surgery.partition import partition  # noqa: E402
+
+sidebar.render()
 
 adapter.ensure_state()
 ws = adapter.workspace()

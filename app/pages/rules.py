@@ -1,9 +1,18 @@
 """Rules: the built-in rules and the user's saved ones; why a rule does or does not match the selected node."""
 
-import adapter
-import streamlit as st
+import sys
+from pathlib import Path
 
-from surgery.rulebook import explain
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # app/: adapter, sidebar, graph_component
+
+
+import adapter  # noqa: E402
+import sidebar  # noqa: E402
+import streamlit as st  # noqa: E402
+
+from surgery.rulebook import explain  # noqa: E402
+
+sidebar.render()
 
 adapter.ensure_state()
 s = adapter.state()

@@ -1,16 +1,25 @@
 """Workbench: the graph coloured by verdict, the inspector, the fixes with verification, undo/redo."""
 
-import json
+import sys
+from pathlib import Path
 
-import adapter
-import numpy as np
-import streamlit as st
-from graph_component import graph
-from onnx import helper, numpy_helper
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # app/: adapter, sidebar, graph_component
 
-from surgery.backends.base import Status
-from surgery.graph import GraphFacts
-from surgery.view import build_view, search
+
+import json  # noqa: E402
+
+import adapter  # noqa: E402
+import numpy as np  # noqa: E402
+import sidebar  # noqa: E402
+import streamlit as st  # noqa: E402
+from graph_component import graph  # noqa: E402
+from onnx import helper, numpy_helper  # noqa: E402
+
+from surgery.backends.base import Status  # noqa: E402
+from surgery.graph import GraphFacts  # noqa: E402
+from surgery.view import build_view, search  # noqa: E402
+
+sidebar.render()
 
 adapter.ensure_state()
 s = adapter.state()
