@@ -1,0 +1,102 @@
+"""The live TensorRT parser as a target: full TensorRT where it is installed with a GPU, else TensorRT-RTX
+(PyPI `tensorrt-rtx-cu12`, same Python API, parses and builds without a GPU). Every check runs in an isolated
+process (surgery.backends.tensorrt_worker) with a time limit: a parser crash becomes a verdict."""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+
+from onnx import ModelProto
+
+from surgery.backends.base import Availability, BuildOptions, BuildReport, Evidence, Report, Status, Verdict
+from surgery.backends.isolate import BackendCrash, call_isolated
+from surgery.backends.tensorrt_worker import STANDARD_PLUGIN_NAMES, STANDARD_PLUGIN_OPS
+from surgery.graph import node_keys
+
+TIMEOUT_S = 300.0
+
+
+def _installed(name: str) -> bool:
+    return importlib.util.find_spec(name) is not None
+
+
+def _version(dist: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return ""
+
+
+class TensorRTBackend:
+    id = "tensorrt"
+
+    def __init__(self):
+        if _installed("tensorrt") and _version("tensorrt"):
+            self.flavour, self.version = "TensorRT", _version("tensorrt")
+        else:
+            self.flavour = "TensorRT-RTX"
+            self.version = (
+                _version("tensorrt_rtx_cu12") or _version("tensorrt-rtx-cu12") or _version("tensorrt_rtx")
+            )
+        self.label = f"{self.flavour} {self.version} (live parser)".replace("  ", " ")
+
+    def availability(self) -> Availability:
+        if self.flavour == "TensorRT":
+            return Availability(True, f"TensorRT {self.version}")
+        if not _installed("tensorrt_rtx"):
+            return Availability(
+                False,
+                "neither tensorrt nor tensorrt_rtx is installed (pip install 'onnx-surgery[tensorrt-rtx]')",
+            )
+        return Availability(
+            True,
+            f"tensorrt not installed — live checks use TensorRT-RTX {self.version} "
+            "(no GPU needed: parse and ahead-of-time build only)",
+        )
+
+    def _rtx_caveat(self, op: str, message: str) -> str | None:
+        """TensorRT-RTX ships 2 plugin creators; full TensorRT imports these ops through its plugin library."""
+        if self.flavour != "TensorRT-RTX":
+            return None
+        plugin = STANDARD_PLUGIN_OPS.get(op) or (op if op in STANDARD_PLUGIN_NAMES else None)
+        if plugin and ("plugin" in message.lower() or "creator" in message):
+            return (
+                f"TensorRT-RTX has no {plugin} plugin; full TensorRT 10 imports {op} through its standard "
+                f"plugin library. RTX says: {message}"
+            )
+        return None
+
+    def check(self, model: ModelProto, base_dir: str | None = None) -> Report:
+        t0 = time.perf_counter()
+        report = Report(self.id, self.label, self.version)
+        try:
+            out = call_isolated(
+                "surgery.backends.tensorrt_worker:check",
+                model.SerializeToString(),
+                base_dir,
+                timeout=TIMEOUT_S,
+            )
+        except BackendCrash as exc:
+            raise BackendCrash(
+                f"{exc} while the {self.flavour} parser checked the model", exc.detail
+            ) from None
+        report.backend_calls = out["parses"]
+        report.messages = out["messages"]
+        evidence = Evidence("live parser", f"{self.flavour} {out['version']} ONNX parser")
+        for i, (key, node) in enumerate(zip(node_keys(model.graph.node), model.graph.node)):
+            status, code, message = out["verdicts"].get(i, ("unknown", "", "no verdict"))
+            caveat = self._rtx_caveat(node.op_type, message) if status == "rejected" else None
+            if caveat:
+                status, message = "unknown", caveat
+            report.verdicts.append(Verdict(key, i, node.op_type, Status(status), message, code, evidence))
+        report.accepted = out["accepted"]
+        report.seconds = time.perf_counter() - t0
+        return report
+
+    def build(self, model: ModelProto, options: BuildOptions, progress=None) -> BuildReport:
+        from surgery.build import build_model
+
+        return build_model(self.id, model, options, progress)

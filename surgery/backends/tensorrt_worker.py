@@ -1,0 +1,188 @@
+"""What runs inside the isolated TensorRT process: parse, then re-parse what is left until every node has a
+verdict. Plain data in (model bytes), plain data out (dicts), so a crash here never reaches the caller.
+
+The parser reports every static-check error but at most one import-time error, and stops importing at it
+(onnx-tensorrt ModelImporter, 10.x). So after each parse the rejected nodes are taken out, the rest is cut into
+a model of its own (tensors that now come from outside become graph inputs, typed by shape inference) and
+parsed again — the recursive partitioning of Polygraphy's `inspect capability --with-partitioning`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+
+from onnx import ModelProto, TensorProto, helper
+
+from surgery.graph import GraphFacts, _all_inputs
+
+STANDARD_PLUGIN_OPS = {  # ops full TensorRT 10 imports through its standard plugin library
+    "DeformConv": "ModulatedDeformConv2d",
+    "RoiAlign": "ROIAlign_TRT",
+    "NonZero": "NonZero",
+    "ScatterElements": "ScatterElements",
+    "InstanceNormalization": "InstanceNormalization_TRT",
+}
+STANDARD_PLUGIN_NAMES = {
+    "ModulatedDeformConv2d",
+    "ROIAlign_TRT",
+    "NonZero",
+    "ScatterElements",
+    "InstanceNormalization_TRT",
+    "BatchedNMS_TRT",
+    "EfficientNMS_TRT",
+    "GridAnchor_TRT",
+    "MultilevelCropAndResize_TRT",
+    "PyramidROIAlign_TRT",
+    "Proposal",
+    "Region_TRT",
+}
+
+
+def import_trt():
+    """(module, flavour): full TensorRT where it imports and has a GPU, else TensorRT-RTX."""
+    try:
+        import tensorrt as trt  # noqa: F401
+
+        logger = trt.Logger(trt.Logger.ERROR)
+        trt.Builder(logger)  # fails without a usable GPU
+        return trt, "TensorRT"
+    except Exception:
+        import tensorrt_rtx as trt
+
+        return trt, "TensorRT-RTX"
+
+
+def _clean(text: str) -> str:
+    text = re.sub(r"\s*cudaError\s*35.*$", "", text.strip(), flags=re.S)
+    return text
+
+
+def _parse(trt, logger, data: bytes, path: str | None):
+    builder = trt.Builder(logger)
+    network = builder.create_network(0)
+    parser = trt.OnnxParser(network, logger)
+    ok = parser.parse_from_file(path) if path else parser.parse(data)
+    errors = []
+    for i in range(parser.num_errors):
+        e = parser.get_error(i)
+        errors.append(
+            {
+                "node": e.node(),
+                "name": e.node_name(),
+                "op": e.node_operator(),
+                "code": str(e.code()).split(".")[-1],
+                "desc": _clean(e.desc()),
+                "func": e.func(),
+            }
+        )
+    return bool(ok), errors
+
+
+def _submodel(model: ModelProto, facts: GraphFacts, keep: list[int]) -> ModelProto:
+    """The kept nodes as a model: outside tensors become typed graph inputs; loose ends become outputs."""
+    graph = model.graph
+    nodes = [graph.node[i] for i in keep]
+    produced = {o for n in nodes for o in n.output if o}
+    inits = {t.name for t in graph.initializer}
+    consumed_inside = {x for n in nodes for x in _all_inputs(n)}
+
+    def vi(name):
+        info = facts.info(name)
+        shape = None if info.shape is None else [d if isinstance(d, int) else (d or None) for d in info.shape]
+        return helper.make_tensor_value_info(name, info.dtype or TensorProto.FLOAT, shape)
+
+    inputs = [vi(x) for x in dict.fromkeys(consumed_inside) if x not in produced and x not in inits and x]
+    graph_outputs = {o.name for o in graph.output}
+    outputs = [vi(o) for o in produced if o not in consumed_inside or o in graph_outputs]
+    used_inits = [t for t in graph.initializer if t.name in consumed_inside]
+    g = helper.make_graph(nodes, graph.name, inputs, outputs or [vi(nodes[-1].output[0])], used_inits)
+    sub = helper.make_model(g, opset_imports=list(model.opset_import), ir_version=model.ir_version)
+    sub.functions.extend(model.functions)
+    return sub
+
+
+def check(data: bytes, base_dir: str | None = None, max_rounds: int = 64) -> dict:
+    """Every node's verdict: {"flavour", "version", "accepted", "verdicts": {index: (status, code, message)},
+    "messages", "parses"}."""
+    trt, flavour = import_trt()
+    logger = trt.Logger(trt.Logger.INTERNAL_ERROR)
+    if hasattr(trt, "init_libnvinfer_plugins"):
+        trt.init_libnvinfer_plugins(logger, "")
+    model = ModelProto()
+    model.ParseFromString(data)
+    facts = GraphFacts.of(model)
+
+    def parse(blob: bytes):
+        if not base_dir:
+            return _parse(trt, logger, blob, None)
+        fd, path = tempfile.mkstemp(suffix=".onnx", dir=base_dir)  # external data resolves beside the model
+        try:
+            os.write(fd, blob)
+            os.close(fd)
+            return _parse(trt, logger, blob, path)
+        finally:
+            os.unlink(path)
+
+    ok, errors = parse(data)
+    result = {
+        "flavour": flavour,
+        "version": trt.__version__,
+        "accepted": ok,
+        "verdicts": {},
+        "messages": [],
+        "parses": 1,
+    }
+    verdicts = result["verdicts"]
+    n = len(model.graph.node)
+    if ok:
+        verdicts.update({i: ("supported", "", "") for i in range(n)})
+        return result
+    remaining = list(facts.order)
+    index_map = list(range(n))
+    tainted: set[str] = (
+        set()
+    )  # tensors whose value depends on a rejected node's output of unknown shape  # position in the parsed model -> index in the original
+    for _ in range(max_rounds):
+        tied = [e for e in errors if 0 <= e["node"] < len(index_map)]
+        for e in errors:
+            if not (0 <= e["node"] < len(index_map)):
+                result["messages"].append(f"{e['code']}: {e['desc']} ({e['func']})")
+        if not tied:
+            for i in remaining:
+                verdicts.setdefault(i, ("unknown", "", "not reached: " + "; ".join(result["messages"][-1:])))
+            break
+        for e in tied:
+            i = index_map[e["node"]]
+            message = f"{e['desc']} ({e['func']})"
+            vague = [x for x in _all_inputs(model.graph.node[i]) if x in tainted]
+            if vague:  # the node lost its real input to a rejected producer: its verdict is not trustworthy
+                verdicts[i] = (
+                    "unknown",
+                    e["code"],
+                    f"fed by a rejected node (input '{vague[0]}' of unknown shape "
+                    f"when checked alone); the parser said: {message}",
+                )
+            else:
+                verdicts[i] = ("rejected", e["code"], message)
+        remaining = [i for i in remaining if i not in verdicts]
+        if not remaining:
+            break
+        sub = _submodel(model, facts, remaining)
+        # tensors downstream of an input whose producer was rejected and whose shape inference left unknown
+        tainted = {
+            vi.name
+            for vi in sub.graph.input
+            if facts.info(vi.name).is_dynamic and vi.name not in facts.graph_inputs
+        }
+        for j in remaining:
+            if any(x in tainted for x in _all_inputs(model.graph.node[j])):
+                tainted.update(o for o in model.graph.node[j].output if o)
+        ok, errors = parse(sub.SerializeToString())
+        result["parses"] += 1
+        index_map = remaining
+        if ok:
+            verdicts.update({i: ("supported", "", "") for i in remaining})
+            break
+    return result
