@@ -69,7 +69,9 @@ def test_lesson_button_opens_the_broken_model_with_its_node_selected():
     assert at.session_state["selected"] == "/prep/Scaler"
 
 
-@pytest.mark.parametrize("page", ["pages/overview.py", "pages/lessons.py", "pages/rules.py", "pages/backends.py"])
+@pytest.mark.parametrize(
+    "page", ["pages/overview.py", "pages/lessons.py", "pages/rules.py", "pages/backends.py"]
+)
 def test_every_page_renders(page):
     at = run_page(page)
     assert at.title[0].value in {"Overview", "Lessons", "Rules", "Backends"}

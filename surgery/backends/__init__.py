@@ -36,7 +36,10 @@ def get_backend(backend_id: str) -> Backend:
                 "tensorrt-static needs a version, e.g. tensorrt-static@8.2. Note: available: "
                 + ", ".join(tensorrt_static.SUPPORTED_VERSIONS)
             )
-        backend = tensorrt_static.make(version)
+        try:
+            backend = tensorrt_static.make(version)
+        except ValueError as exc:
+            raise UnknownBackend(str(exc)) from None
     elif name in _CLASSES and not version:
         module, cls = _CLASSES[name]
         backend = getattr(importlib.import_module(module), cls)()

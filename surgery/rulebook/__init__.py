@@ -1,7 +1,7 @@
 """The rule engine: rule files (data) → matches → proposals → verified workspace steps."""
 
 from surgery.rulebook.engine import Applied, NeedsValue, Proposal, apply, explain, propose, run_rules
-from surgery.rulebook.loader import BUILTIN_DIR, load_rule, load_rules
+from surgery.rulebook.loader import BUILTIN_DIR, load_rule, load_rule_text, load_rules
 from surgery.rulebook.schema import Rule, RuleError
 
 __all__ = [

@@ -170,7 +170,9 @@ def run_rules(
             try:
                 done = apply(workspace, proposal, targets=None, check=False)
             except FixError as exc:
-                refused.append(f"{proposal.rule.id} on '{proposal.node}': {exc}")
+                line = f"{proposal.rule.id} on '{proposal.node}': {exc}"
+                if line not in refused:
+                    refused.append(line)
                 continue
             if workspace.fingerprint() == before:
                 continue

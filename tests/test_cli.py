@@ -1,0 +1,87 @@
+"""The CLI end to end: check (text/json/sarif, exit codes), targets, fix (writes a new file and a recipe)."""
+
+import json
+
+import onnx
+
+from surgery.cli import main
+
+
+def test_check_exit_codes_and_reasons(sample_dir, capsys):
+    assert (
+        main(
+            ["check", str(sample_dir / "healthy_cnn.onnx"), "-t", "tensorrt-static@8.2", "-t", "onnxruntime"]
+        )
+        == 0
+    )
+    assert "summary: 2 of 2 target(s) accept" in capsys.readouterr().out
+    assert main(["check", str(sample_dir / "resize_scales_chain.onnx"), "-t", "tensorrt-static@8.2"]) == 1
+    out = capsys.readouterr().out
+    assert (
+        "Resize scales must be an initializer!" in out
+        and "'/up/Resize'" in out
+        and "fold-resize-scales" in out
+    )
+    assert "partitions:" in out
+
+
+def test_check_json_and_sarif(sample_dir, capsys):
+    main(["check", str(sample_dir / "unique_op.onnx"), "-t", "tensorrt-static@10.15", "--format", "json"])
+    data = json.loads(capsys.readouterr().out)
+    (report,) = data["reports"]
+    assert [v["node"] for v in report["verdicts"] if v["status"] == "rejected"] == ["/post/Unique"]
+    main(["check", str(sample_dir / "unique_op.onnx"), "-t", "tensorrt-static@10.15", "--format", "sarif"])
+    sarif = json.loads(capsys.readouterr().out)
+    (result,) = sarif["runs"][0]["results"]
+    assert (
+        sarif["version"] == "2.1.0"
+        and result["locations"][0]["logicalLocations"][0]["name"] == "/post/Unique"
+    )
+
+
+def test_check_bad_input_and_unknown_target(tmp_path, sample_dir, capsys):
+    bad = tmp_path / "x.onnx"
+    bad.write_bytes(b"")
+    assert main(["check", str(bad)]) == 2
+    assert main(["check", str(sample_dir / "healthy_cnn.onnx"), "-t", "tensorrt-static@7.5"]) == 2
+    assert "no support data for TensorRT 7.5" in capsys.readouterr().err
+
+
+def test_targets_lists_versions(capsys):
+    assert main(["targets"]) == 0
+    out = capsys.readouterr().out
+    assert "onnxruntime" in out and "8.2" in out and "10.15" in out
+
+
+def test_fix_writes_new_model_and_recipe_and_never_the_input(sample_dir, tmp_path, capsys):
+    src = sample_dir / "resize_scales_chain.onnx"
+    before = src.read_bytes()
+    out, recipe = tmp_path / "fixed.onnx", tmp_path / "fixed.recipe.json"
+    code = main(["fix", str(src), "-t", "tensorrt-static@8.2", "-o", str(out), "--recipe", str(recipe)])
+    text = capsys.readouterr().out
+    assert code == 0 and "applied fold-resize-scales" in text and "mean rel 0" in text
+    assert src.read_bytes() == before
+    onnx.checker.check_model(onnx.load(str(out)), full_check=True)
+    assert json.loads(recipe.read_text())["steps"][0]["rule"] == "fold-resize-scales"
+    assert main(["fix", str(src), "-t", "tensorrt-static@8.2", "-o", str(src)]) == 2
+
+
+def test_fix_exit_1_when_something_cannot_be_fixed(sample_dir, tmp_path, capsys):
+    code = main(
+        [
+            "fix",
+            str(sample_dir / "int64_out_of_range.onnx"),
+            "-t",
+            "tensorrt-static@8.6",
+            "-o",
+            str(tmp_path / "o.onnx"),
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 1 and "'offset' = [5000000000]" in out and "applied int64-slice-bounds" in out
+
+
+def test_fix_with_a_broken_rules_folder(sample_dir, tmp_path, capsys):
+    (tmp_path / "bad.yaml").write_text("id: x\n")
+    assert main(["fix", str(sample_dir / "healthy_cnn.onnx"), "--rules", str(tmp_path), "--dry-run"]) == 2
+    assert "bad.yaml:1: field 'title': missing" in capsys.readouterr().err
