@@ -14,6 +14,7 @@ __all__ = [
     "apply",
     "explain",
     "load_rule",
+    "load_rule_text",
     "load_rules",
     "propose",
     "run_rules",
