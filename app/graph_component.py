@@ -36,6 +36,7 @@ export default function(component) {
   el.setAttribute('data-selected', data.selected || '');
   globalThis.__onnxSurgeryNetwork = network;
   network.once('afterDrawing', () => { el.setAttribute('data-drawn', '1'); });
+  requestAnimationFrame(() => el.setAttribute('data-drawn', '1'));
   if (data.selected && nodes.some(n => n.id === data.selected)) {
     network.selectNodes([data.selected]);
     network.focus(data.selected, { scale: 1.0 });

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import streamlit as st
 
-st.set_page_config(page_title="ONNX Surgery", page_icon=":material/healing:", layout="wide")
+st.set_page_config(page_title="ONNX Surgery", layout="wide")  # no page_icon: material icons load from a CDN
 HERE = Path(__file__).resolve().parent
 pages = [
     st.Page(HERE / "pages" / "workbench.py", title="Workbench", icon=":material/healing:", default=True),

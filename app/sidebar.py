@@ -28,11 +28,8 @@ def render() -> None:
             if path and st.button("Open path", key="open_path") and adapter.open_path(path):
                 st.rerun()
         options = adapter.target_options()
-        chosen = st.multiselect(
-            "Targets", options, default=[t for t in s.targets if t in options] or None, key="targets_pick"
-        )
-        if chosen != s.targets:
-            s.targets = chosen
+        s.targets = [t for t in s.targets if t in options]  # the widget below is bound to this state
+        st.multiselect("Targets", options, key="targets")
         if s.error:
             st.error(s.error)
         with st.expander("Lessons", expanded=s.model_name == "healthy_cnn.onnx"):

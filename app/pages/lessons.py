@@ -25,7 +25,7 @@ for lesson in lessons():
     with st.container(border=True):
         st.markdown(f"#### {lesson.title}")
         st.markdown(f"**Fails in** `{lesson.backend}`" + (f" at node `{lesson.node}`" if lesson.node else ""))
-        st.code(lesson.message, language=None)
+        st.code(lesson.message, language=None, wrap_lines=True)
         st.markdown(f"**Why.** {lesson.why}")
         st.markdown(f"**Fix.** {lesson.fix}" + (f" Rule: `{lesson.rule}`." if lesson.rule else ""))
         if st.button(

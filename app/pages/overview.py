@@ -52,7 +52,7 @@ for r in reports:
         st.success("Every node is supported.")
     for (code, message), vs in groups.items():
         with st.expander(f"{len(vs)} × {code or 'REJECTED'}: {message[:120]}"):
-            st.code(message, language=None)
+            st.code(message, language=None, wrap_lines=True)
             for v in vs:
                 if st.button(f"{v.op_type} {v.node}", key=f"ov-{r.backend}-{v.node}"):
                     adapter.state().selected = v.node

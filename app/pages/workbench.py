@@ -54,9 +54,11 @@ if query:
 
 for r in reports:
     if r.rejected:
-        st.error(f"**{r.label}** rejects {len(r.rejected)} of {len(r.verdicts)} node(s).", icon="🛑")
+        st.error(
+            f"**{r.label}** rejects {len(r.rejected)} of {len(r.verdicts)} node(s).", icon=":material/block:"
+        )
     elif r.accepted:
-        st.success(f"**{r.label}** accepts the model.", icon="✅")
+        st.success(f"**{r.label}** accepts the model.", icon=":material/check_circle:")
     for m in r.messages:
         st.warning(f"**{r.label}**: {m}")
 
@@ -98,10 +100,12 @@ with right:
             v = r.by_node().get(key)
             if v is None:
                 continue
-            icon = {"supported": "✅", "rejected": "🛑"}.get(v.status.value, "❔")
+            icon = {"supported": ":material/check_circle:", "rejected": ":material/block:"}.get(
+                v.status.value, ":material/help:"
+            )
             st.markdown(f"{icon} **{r.label}**: {v.status.value}" + (f" — `{v.code}`" if v.code else ""))
             if v.message:
-                st.code(v.message, language=None)
+                st.code(v.message, language=None, wrap_lines=True)
             st.caption(f"evidence: {v.evidence.source} — {v.evidence.detail}")
         if node.attribute:
             st.markdown("**Attributes**")
@@ -162,7 +166,7 @@ with hist:
     if applied is not None:
         v = applied.verification
         (st.success if v.status == "ok" else st.warning if v.status == "skipped" else st.error)(
-            applied.summary(), icon="🔬"
+            applied.summary(), icon=":material/science:"
         )
 with actions:
     c = st.columns(2)
