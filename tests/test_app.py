@@ -70,11 +70,22 @@ def test_lesson_button_opens_the_broken_model_with_its_node_selected():
 
 
 @pytest.mark.parametrize(
-    "page", ["pages/overview.py", "pages/lessons.py", "pages/rules.py", "pages/backends.py"]
+    "page", ["pages/overview.py", "pages/lessons.py", "pages/rules.py", "pages/backends.py", "pages/build.py"]
 )
 def test_every_page_renders(page):
     at = run_page(page)
-    assert at.title[0].value in {"Overview", "Lessons", "Rules", "Backends"}
+    assert at.title[0].value in {"Overview", "Lessons", "Rules", "Backends", "Test build"}
+
+
+def test_build_page_builds_on_onnxruntime_and_shows_numbers():
+    at = run_page("pages/build.py")
+    at.multiselect(key="build_backends").set_value(["onnxruntime"])
+    at.number_input(key="build_runs").set_value(3)
+    at.button(key="build_go").click()
+    at.run()
+    assert not at.exception
+    assert any("onnxruntime" in s.value and "built" in s.value for s in at.success)
+    assert at.dataframe[0].value.loc["onnxruntime", "worst mean rel error"] < 1e-6
 
 
 def test_apply_undo_redo_through_the_workbench():

@@ -18,14 +18,24 @@ import pytest
 CHROMIUM = "/usr/bin/chromium"
 ROOT = Path(__file__).resolve().parent.parent
 SHOT = ROOT / "docs" / "screenshot.png"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 RED, GREEN = "#d64545", "#2e9d57"
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (apt-get install "
-                       "chromium); scripts/test.sh installs it"),
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists(),
+        reason="Debian's chromium is not installed (apt-get install chromium); scripts/test.sh installs it",
+    ),
 ]
 
 
@@ -40,10 +50,27 @@ def server(tmp_path_factory):
     port = _free_port()
     env = dict(os.environ, ONNX_SURGERY_USER_RULES=str(tmp_path_factory.mktemp("rules")))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "main.py"), "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
-         "--server.fileWatcherType", "none"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            str(ROOT / "app" / "main.py"),
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--server.headless",
+            "true",
+            "--browser.gatherUsageStats",
+            "false",
+            "--server.fileWatcherType",
+            "none",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"
     for _ in range(100):
@@ -76,30 +103,43 @@ def page(server):
 def settle(page, timeout=60_000):
     """Wait until the script run is over and the graph is drawn."""
     page.wait_for_timeout(300)
-    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout)
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout
+    )
     page.wait_for_selector(".graph-canvas[data-drawn='1']", timeout=timeout)
 
 
 def node_color(page, node_id):
-    return page.evaluate("(id) => { const net = globalThis.__onnxSurgeryNetwork; const n = net &&"
-                         " net.body.data.nodes.get(id); return n ? n.color.background : null; }", node_id)
+    return page.evaluate(
+        "(id) => { const net = globalThis.__onnxSurgeryNetwork; const n = net &&"
+        " net.body.data.nodes.get(id); return n ? n.color.background : null; }",
+        node_id,
+    )
 
 
 def wait_color(page, node_id, color, timeout=60_000):
     page.wait_for_function(
         "([id, c]) => { const net = globalThis.__onnxSurgeryNetwork; const n = net && net.body &&"
-        " net.body.data.nodes.get(id); return n && n.color.background === c; }", arg=[node_id, color],
-        timeout=timeout)
+        " net.body.data.nodes.get(id); return n && n.color.background === c; }",
+        arg=[node_id, color],
+        timeout=timeout,
+    )
     return node_color(page, node_id)
 
 
 def click_node(page, node_id):
     box = page.locator(".graph-canvas").bounding_box()
-    pos = page.evaluate("(id) => { const net = globalThis.__onnxSurgeryNetwork; net.focus(id, {scale: 1.0});"
-                        " return net.canvasToDOM(net.getPositions([id])[id]); }", node_id)
+    pos = page.evaluate(
+        "(id) => { const net = globalThis.__onnxSurgeryNetwork; net.focus(id, {scale: 1.0});"
+        " return net.canvasToDOM(net.getPositions([id])[id]); }",
+        node_id,
+    )
     page.wait_for_timeout(300)
-    pos = page.evaluate("(id) => { const net = globalThis.__onnxSurgeryNetwork;"
-                        " return net.canvasToDOM(net.getPositions([id])[id]); }", node_id)
+    pos = page.evaluate(
+        "(id) => { const net = globalThis.__onnxSurgeryNetwork;"
+        " return net.canvasToDOM(net.getPositions([id])[id]); }",
+        node_id,
+    )
     page.mouse.click(box["x"] + pos["x"], box["y"] + pos["y"])
 
 

@@ -13,6 +13,8 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
+from pathlib import Path
 
 _CHILD = r"""
 import importlib, pickle, sys, traceback
@@ -45,34 +47,69 @@ def _signal_name(num: int) -> str:
         return f"signal {num}"
 
 
-def call_isolated(func_path: str, *args, timeout: float = 120.0, env: dict | None = None, **kwargs):
-    """Call `func_path(*args, **kwargs)` in a fresh Python process; return its result or raise BackendCrash."""
+def call_isolated(
+    func_path: str, *args, timeout: float = 120.0, env: dict | None = None, progress=None, **kwargs
+):
+    """Call `func_path(*args, **kwargs)` in a fresh Python process; return its result or raise BackendCrash.
+
+    `progress(fraction, message)` receives what the child reports with `report_progress`, while it runs."""
     with tempfile.TemporaryDirectory(prefix="onnx-surgery-call-") as tmp:
         req, out = os.path.join(tmp, "req.pkl"), os.path.join(tmp, "out.pkl")
+        progress_file, err_file = os.path.join(tmp, "progress"), os.path.join(tmp, "stderr")
         with open(req, "wb") as f:
             pickle.dump((func_path, args, kwargs), f)
-        child_env = dict(os.environ, **(env or {}))
-        try:
-            proc = subprocess.run(
+        child_env = dict(os.environ, **(env or {}), ONNX_SURGERY_PROGRESS=progress_file)
+        with open(err_file, "w") as err:
+            proc = subprocess.Popen(
                 [sys.executable, "-c", _CHILD, req, out],
-                capture_output=True,
-                text=True,
-                timeout=timeout,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
                 env=child_env,
+                start_new_session=True,
             )
-        except subprocess.TimeoutExpired:
-            raise BackendCrash(f"backend timed out after {timeout:g} s") from None
+            deadline, seen = time.monotonic() + timeout, 0
+            while proc.poll() is None:
+                if time.monotonic() > deadline:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                    raise BackendCrash(f"backend timed out after {timeout:g} s")
+                seen = _forward_progress(progress_file, seen, progress)
+                time.sleep(0.05)
+            _forward_progress(progress_file, seen, progress)
+        stderr = Path(err_file).read_text(errors="replace")[-4000:]
         if proc.returncode < 0:
             sig = -proc.returncode
-            raise BackendCrash(f"backend crashed: signal {sig} ({_signal_name(sig)})", proc.stderr[-4000:])
+            raise BackendCrash(f"backend crashed: signal {sig} ({_signal_name(sig)})", stderr)
         if not os.path.exists(out):
-            tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-            raise BackendCrash(f"backend exited with code {proc.returncode}: {tail}", proc.stderr[-4000:])
+            tail = (stderr.strip().splitlines() or ["no output"])[-1]
+            raise BackendCrash(f"backend exited with code {proc.returncode}: {tail}", stderr)
         with open(out, "rb") as f:
             result = pickle.load(f)
     if result[0] == "ok":
         return result[1]
     raise BackendCrash(result[1], result[2])
+
+
+def _forward_progress(path: str, seen: int, progress) -> int:
+    if progress is None or not os.path.exists(path):
+        return seen
+    with open(path) as f:
+        lines = f.read().splitlines()
+    for line in lines[seen:]:
+        fraction, _, message = line.partition("\t")
+        try:
+            progress(float(fraction), message)
+        except ValueError:
+            continue
+    return len(lines)
+
+
+def report_progress(fraction: float, message: str) -> None:
+    """From inside an isolated call: tell the caller how far along it is."""
+    path = os.environ.get("ONNX_SURGERY_PROGRESS")
+    if path:
+        with open(path, "a") as f:
+            f.write(f"{fraction:.4f}\t{message}\n")
 
 
 def crash_for_test(sig: int = signal.SIGSEGV) -> None:
