@@ -1,0 +1,46 @@
+"""Test-build an engine on a backend: the build in the backend's own words, its log and time, the artifact,
+and — where this machine can run it — latency and accuracy against onnxruntime's fp32 reference.
+
+Every build except onnxruntime's runs isolated in a child process with a time limit; progress is forwarded."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+from onnx import ModelProto
+
+from surgery.backends.base import BuildOptions, BuildReport, Progress
+from surgery.backends.isolate import BackendCrash, call_isolated
+
+BUILDERS = {
+    "onnxruntime": "surgery.build.onnxruntime:build",
+    "openvino": "surgery.build.openvino:build",
+    "tvm": "surgery.build.tvm:build",
+    "tensorrt": "surgery.build.tensorrt:build",
+}
+
+
+def build_model(backend_id: str, model: ModelProto, options: BuildOptions | None = None,
+                progress: Progress | None = None, base_dir: str | None = None) -> BuildReport:
+    options = options or BuildOptions()
+    name = backend_id.split("@")[0]
+    if name not in BUILDERS:
+        return BuildReport(backend_id, False, error=f"no builder for '{backend_id}'. Note: builders exist for "
+                                                    f"{', '.join(BUILDERS)}")
+    out_dir = Path(options.out_dir or tempfile.mkdtemp(prefix=f"onnx-surgery-{name}-"))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    options.out_dir = str(out_dir)
+    t0 = time.perf_counter()
+    if progress:
+        progress(0.0, f"{name}: starting")
+    try:
+        report = call_isolated(BUILDERS[name], model.SerializeToString(), options, base_dir,
+                               timeout=options.timeout_s, progress=progress)
+    except BackendCrash as exc:
+        report = BuildReport(backend_id, False, error=str(exc), log=exc.detail,
+                             build_seconds=time.perf_counter() - t0)
+    if progress:
+        progress(1.0, f"{name}: {'built' if report.ok else 'failed'}")
+    return report
