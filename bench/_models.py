@@ -14,16 +14,28 @@ def blocks(n_nodes: int, custom_every: int = 0) -> ModelProto:
     for b in range(max(n_nodes // 3, 1)):
         s = f"/layer{b // 50}/block{b % 50}"
         w = f"{s}.weight"
-        inits.append(numpy_helper.from_array((rng.standard_normal((8, 8, 3, 3)) * 0.05).astype(np.float32), w))
+        inits.append(
+            numpy_helper.from_array((rng.standard_normal((8, 8, 3, 3)) * 0.05).astype(np.float32), w)
+        )
         relu = "Relu" if b % 2 else "Sigmoid"
-        op, domain = (("FancyAct", "com.example") if custom_every and b % custom_every == custom_every - 1
-                      else (relu, ""))
-        nodes += [helper.make_node("Conv", [x, w], [f"{s}/c"], name=f"{s}/Conv", pads=[1, 1, 1, 1]),
-                  helper.make_node(op, [f"{s}/c"], [f"{s}/a"], name=f"{s}/{op}", domain=domain),
-                  helper.make_node("Add", [f"{s}/a", x], [f"{s}/o"], name=f"{s}/Add")]
+        op, domain = (
+            ("FancyAct", "com.example")
+            if custom_every and b % custom_every == custom_every - 1
+            else (relu, "")
+        )
+        nodes += [
+            helper.make_node("Conv", [x, w], [f"{s}/c"], name=f"{s}/Conv", pads=[1, 1, 1, 1]),
+            helper.make_node(op, [f"{s}/c"], [f"{s}/a"], name=f"{s}/{op}", domain=domain),
+            helper.make_node("Add", [f"{s}/a", x], [f"{s}/o"], name=f"{s}/Add"),
+        ]
         x = f"{s}/o"
-    g = helper.make_graph(nodes, "blocks", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 8, 16, 16])],
-                          [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 8, 16, 16])], inits)
+    g = helper.make_graph(
+        nodes,
+        "blocks",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 8, 16, 16])],
+        [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 8, 16, 16])],
+        inits,
+    )
     opsets = [helper.make_opsetid("", 13)] + ([helper.make_opsetid("com.example", 1)] if custom_every else [])
     return helper.make_model(g, ir_version=8, opset_imports=opsets)
 
@@ -39,9 +51,17 @@ def constant_chain(mib: int = 64, ops: int = 200) -> ModelProto:
         nodes.append(helper.make_node(op, ins, [f"t{k}"], name=f"/chain/{op}_{k}"))
         t = f"t{k}"
     nodes.append(helper.make_node("Add", ["x", t], ["y"], name="/out/Add"))
-    inits = [c, numpy_helper.from_array(np.array(1.0001, np.float32), "k0"),
-             numpy_helper.from_array(np.array(0.5, np.float32), "k1")]
+    inits = [
+        c,
+        numpy_helper.from_array(np.array(1.0001, np.float32), "k0"),
+        numpy_helper.from_array(np.array(0.5, np.float32), "k1"),
+    ]
     shape = [n // 1024, 1024]
-    g = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], inits)
+    g = helper.make_graph(
+        nodes,
+        "chain",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+        inits,
+    )
     return helper.make_model(g, ir_version=8, opset_imports=[helper.make_opsetid("", 13)])

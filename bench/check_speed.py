@@ -18,8 +18,11 @@ from surgery.backends.probe import CACHE
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", type=int, nargs="*", default=[100, 2000, 20000])
-    ap.add_argument("--backends", nargs="*",
-                    default=["tensorrt-static@10.15", "onnxruntime", "openvino", "tvm", "tensorrt"])
+    ap.add_argument(
+        "--backends",
+        nargs="*",
+        default=["tensorrt-static@10.15", "onnxruntime", "openvino", "tvm", "tensorrt"],
+    )
     args = ap.parse_args()
     rows = []
     for size in args.sizes:
@@ -35,15 +38,19 @@ def main() -> None:
             if b in ("onnxruntime", "openvino", "tvm"):
                 cpu_total += sec
             rows.append((n, b, sec, r.backend_calls, len(r.rejected)))
-            print(f"  {n:6d} nodes  {b:22s} {sec:7.2f} s  {r.backend_calls:4d} calls  {len(r.rejected)} rejected",
-                  flush=True)
+            print(
+                f"  {n:6d} nodes  {b:22s} {sec:7.2f} s  {r.backend_calls:4d} calls  {len(r.rejected)} rejected",
+                flush=True,
+            )
         rows.append((n, "CPU backends together", cpu_total, None, None))
     print("\n| nodes | backend | seconds | backend calls | calls per node | rejected |")
     print("|---|---|---|---|---|---|")
     for n, b, sec, calls, rej in rows:
         per = f"{calls / n:.4f}" if calls else "-"
-        print(f"| {n} | {b} | {sec:.2f} | {calls if calls is not None else '-'} | {per} | "
-              f"{rej if rej is not None else '-'} |")
+        print(
+            f"| {n} | {b} | {sec:.2f} | {calls if calls is not None else '-'} | {per} | "
+            f"{rej if rej is not None else '-'} |"
+        )
 
 
 if __name__ == "__main__":

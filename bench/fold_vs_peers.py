@@ -20,7 +20,7 @@ import onnx
 from _models import constant_chain
 
 from surgery.fixes import get_fix
-from surgery.samples import SAMPLES, build
+from surgery.samples import build
 
 
 def ours(model):

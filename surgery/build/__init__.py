@@ -22,13 +22,21 @@ BUILDERS = {
 }
 
 
-def build_model(backend_id: str, model: ModelProto, options: BuildOptions | None = None,
-                progress: Progress | None = None, base_dir: str | None = None) -> BuildReport:
+def build_model(
+    backend_id: str,
+    model: ModelProto,
+    options: BuildOptions | None = None,
+    progress: Progress | None = None,
+    base_dir: str | None = None,
+) -> BuildReport:
     options = options or BuildOptions()
     name = backend_id.split("@")[0]
     if name not in BUILDERS:
-        return BuildReport(backend_id, False, error=f"no builder for '{backend_id}'. Note: builders exist for "
-                                                    f"{', '.join(BUILDERS)}")
+        return BuildReport(
+            backend_id,
+            False,
+            error=f"no builder for '{backend_id}'. Note: builders exist for {', '.join(BUILDERS)}",
+        )
     out_dir = Path(options.out_dir or tempfile.mkdtemp(prefix=f"onnx-surgery-{name}-"))
     out_dir.mkdir(parents=True, exist_ok=True)
     options.out_dir = str(out_dir)
@@ -36,11 +44,18 @@ def build_model(backend_id: str, model: ModelProto, options: BuildOptions | None
     if progress:
         progress(0.0, f"{name}: starting")
     try:
-        report = call_isolated(BUILDERS[name], model.SerializeToString(), options, base_dir,
-                               timeout=options.timeout_s, progress=progress)
+        report = call_isolated(
+            BUILDERS[name],
+            model.SerializeToString(),
+            options,
+            base_dir,
+            timeout=options.timeout_s,
+            progress=progress,
+        )
     except BackendCrash as exc:
-        report = BuildReport(backend_id, False, error=str(exc), log=exc.detail,
-                             build_seconds=time.perf_counter() - t0)
+        report = BuildReport(
+            backend_id, False, error=str(exc), log=exc.detail, build_seconds=time.perf_counter() - t0
+        )
     if progress:
         progress(1.0, f"{name}: {'built' if report.ok else 'failed'}")
     return report

@@ -22,8 +22,12 @@ def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
     model = ModelProto()
     model.ParseFromString(data)
     if options.precision not in HINTS:
-        return BuildReport("openvino", False, error=f"precision {options.precision} is not offered for OpenVINO CPU. "
-                                                    f"Note: available: {', '.join(HINTS)}")
+        return BuildReport(
+            "openvino",
+            False,
+            error=f"precision {options.precision} is not offered for OpenVINO CPU. "
+            f"Note: available: {', '.join(HINTS)}",
+        )
     fd, path = tempfile.mkstemp(suffix=".onnx", dir=base_dir)
     os.write(fd, data)
     os.close(fd)
@@ -31,11 +35,18 @@ def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
     report_progress(0.1, "openvino: converting")
     t = time.perf_counter()
     try:
-        compiled = core.compile_model(core.read_model(path), "CPU", {"INFERENCE_PRECISION_HINT": HINTS[options.precision]})
+        compiled = core.compile_model(
+            core.read_model(path), "CPU", {"INFERENCE_PRECISION_HINT": HINTS[options.precision]}
+        )
     except Exception as exc:  # the conversion or compilation failure, in OpenVINO's words
         lines = [x for x in str(exc).splitlines() if x.strip()]
-        return BuildReport("openvino", False, error=" ".join(lines[-3:])[:600], log=str(exc)[-4000:],
-                           build_seconds=time.perf_counter() - t)
+        return BuildReport(
+            "openvino",
+            False,
+            error=" ".join(lines[-3:])[:600],
+            log=str(exc)[-4000:],
+            build_seconds=time.perf_counter() - t,
+        )
     finally:
         os.unlink(path)
     seconds = time.perf_counter() - t
@@ -48,6 +59,12 @@ def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
     result = request.infer(feeds)
     got = {out.get_any_name(): value for out, value in result.items()}
     lat = latency(lambda: request.infer(feeds), options.runs, options.warmup)
-    return BuildReport("openvino", True, log=f"OpenVINO {ov.get_version()}, CPU, precision hint "
-                                             f"{HINTS[options.precision]}", build_seconds=seconds,
-                       artifact=str(artifact), latency_ms=lat, accuracy=accuracy(ref, got))
+    return BuildReport(
+        "openvino",
+        True,
+        log=f"OpenVINO {ov.get_version()}, CPU, precision hint {HINTS[options.precision]}",
+        build_seconds=seconds,
+        artifact=str(artifact),
+        latency_ms=lat,
+        accuracy=accuracy(ref, got),
+    )

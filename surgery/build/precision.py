@@ -15,7 +15,9 @@ def _lower(t: TensorProto, to: int) -> TensorProto:
     a = numpy_helper.to_array(t)
     if to == TensorProto.FLOAT16:
         return numpy_helper.from_array(a.astype(np.float16), t.name)
-    lowered = helper.make_tensor(t.name, TensorProto.BFLOAT16, a.shape, a.astype(np.float32).reshape(-1).tolist())
+    lowered = helper.make_tensor(
+        t.name, TensorProto.BFLOAT16, a.shape, a.astype(np.float32).reshape(-1).tolist()
+    )
     return lowered
 
 
@@ -58,7 +60,9 @@ def lower_precision(model: ModelProto, precision: str) -> ModelProto:
                 for k, x in enumerate(n.input):
                     if x == vo.name:
                         n.input[k] = low
-            tail.append(helper.make_node("Cast", [low], [vo.name], name=f"{vo.name}/Cast_fp32", to=TensorProto.FLOAT))
+            tail.append(
+                helper.make_node("Cast", [low], [vo.name], name=f"{vo.name}/Cast_fp32", to=TensorProto.FLOAT)
+            )
     nodes = casts + list(g.node) + tail
     del g.node[:]
     g.node.extend(nodes)

@@ -41,7 +41,9 @@ def _monitor(trt):
         def step_complete(self, phase_name, step):
             done, total = self.phases.get(phase_name, (0, 1))
             self.phases[phase_name] = (step + 1, total)
-            report_progress(0.2 + 0.7 * min((step + 1) / total, 1.0), f"tensorrt: {phase_name} {step + 1}/{total}")
+            report_progress(
+                0.2 + 0.7 * min((step + 1) / total, 1.0), f"tensorrt: {phase_name} {step + 1}/{total}"
+            )
             return True
 
         def phase_finish(self, phase_name):
@@ -67,10 +69,16 @@ def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
         from surgery.build.precision import lower_precision
 
         model = lower_precision(model, options.precision)
-        notes.append(f"{flavour} is strongly typed: the graph's float math was lowered to {options.precision}")
+        notes.append(
+            f"{flavour} is strongly typed: the graph's float math was lowered to {options.precision}"
+        )
     elif options.precision == "int8" and strongly_typed:
-        return BuildReport("tensorrt", False, error=f"{flavour} is strongly typed: INT8 needs a quantized (Q/DQ) "
-                                                    "model. Note: quantize the model first, or build fp16")
+        return BuildReport(
+            "tensorrt",
+            False,
+            error=f"{flavour} is strongly typed: INT8 needs a quantized (Q/DQ) "
+            "model. Note: quantize the model first, or build fp16",
+        )
     lines: list[str] = []
     logger = _logger(trt, lines)
     if hasattr(trt, "init_libnvinfer_plugins"):
@@ -92,15 +100,23 @@ def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
     if not ok:
         errors = [parser.get_error(i) for i in range(parser.num_errors)]
         first = errors[0]
-        return BuildReport("tensorrt", False, error=f"parse failed: {first.desc()} ({first.func()})",
-                           node=first.node_name() or None, log="\n".join(lines + [str(e) for e in errors]),
-                           build_seconds=time.perf_counter() - t0)
+        return BuildReport(
+            "tensorrt",
+            False,
+            error=f"parse failed: {first.desc()} ({first.func()})",
+            node=first.node_name() or None,
+            log="\n".join(lines + [str(e) for e in errors]),
+            build_seconds=time.perf_counter() - t0,
+        )
     config = builder.create_builder_config()
     if options.workspace_mb:
         config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, options.workspace_mb << 20)
     if not strongly_typed and options.precision in ("fp16", "bf16", "int8"):
-        config.set_flag({"fp16": trt.BuilderFlag.FP16, "bf16": trt.BuilderFlag.BF16,
-                         "int8": trt.BuilderFlag.INT8}[options.precision])
+        config.set_flag(
+            {"fp16": trt.BuilderFlag.FP16, "bf16": trt.BuilderFlag.BF16, "int8": trt.BuilderFlag.INT8}[
+                options.precision
+            ]
+        )
     if options.profiles:
         profile = builder.create_optimization_profile()
         for name, (lo, opt, hi) in options.profiles.items():
@@ -117,19 +133,35 @@ def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
     engine = builder.build_serialized_network(network, config)
     seconds = time.perf_counter() - t0
     if engine is None:
-        errors = [x for x in lines if x.startswith(("[ERROR]", "[INTERNAL_ERROR]"))] or lines[-1:] or ["no engine"]
+        errors = (
+            [x for x in lines if x.startswith(("[ERROR]", "[INTERNAL_ERROR]"))] or lines[-1:] or ["no engine"]
+        )
         message = errors[0].split("] ", 1)[-1]
-        return BuildReport("tensorrt", False, error=message, node=_node_named(message, model), log="\n".join(lines),
-                           build_seconds=seconds)
+        return BuildReport(
+            "tensorrt",
+            False,
+            error=message,
+            node=_node_named(message, model),
+            log="\n".join(lines),
+            build_seconds=seconds,
+        )
     artifact = Path(options.out_dir) / "model.engine"
     artifact.write_bytes(bytes(engine))
     if options.timing_cache:
         Path(options.timing_cache).write_bytes(bytes(config.get_timing_cache().serialize()))
         notes.append(f"timing cache {'reused' if cache_bytes else 'created'}: {options.timing_cache}")
     if flavour == "TensorRT-RTX":
-        notes.append("engine built ahead of time; running it needs an NVIDIA GPU with TensorRT-RTX — not on this "
-                     "machine, so no latency or accuracy")
+        notes.append(
+            "engine built ahead of time; running it needs an NVIDIA GPU with TensorRT-RTX — not on this "
+            "machine, so no latency or accuracy"
+        )
     else:
         notes.append("running the engine here is not implemented: measure it with trtexec --loadEngine")
-    return BuildReport("tensorrt", True, log="\n".join(lines), build_seconds=seconds, artifact=str(artifact),
-                       note="; ".join(notes))
+    return BuildReport(
+        "tensorrt",
+        True,
+        log="\n".join(lines),
+        build_seconds=seconds,
+        artifact=str(artifact),
+        note="; ".join(notes),
+    )

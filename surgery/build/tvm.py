@@ -21,8 +21,11 @@ def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
     model = ModelProto()
     model.ParseFromString(data)
     if options.precision != "fp32":
-        return BuildReport("tvm", False, error=f"precision {options.precision} is not offered for TVM here. "
-                                               "Note: available: fp32")
+        return BuildReport(
+            "tvm",
+            False,
+            error=f"precision {options.precision} is not offered for TVM here. Note: available: fp32",
+        )
     report_progress(0.1, "tvm: importing")
     t = time.perf_counter()
     try:
@@ -30,8 +33,12 @@ def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
         report_progress(0.3, "tvm: compiling for llvm")
         ex = tvm.compile(mod, target="llvm")
     except Exception as exc:  # the frontend's or compiler's refusal
-        return BuildReport("tvm", False, error=f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:500]}",
-                           build_seconds=time.perf_counter() - t)
+        return BuildReport(
+            "tvm",
+            False,
+            error=f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:500]}",
+            build_seconds=time.perf_counter() - t,
+        )
     seconds = time.perf_counter() - t
     artifact = Path(options.out_dir) / "model.tvm.so"
     ex.export_library(str(artifact))
@@ -42,8 +49,19 @@ def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
     args = [tvm.runtime.tensor(feeds[n]) for n in order]
     report_progress(0.6, "tvm: timing")
     out = vm["main"](*args)
-    outs = out if isinstance(out, list | tuple) or hasattr(out, "__len__") and not hasattr(out, "numpy") else [out]
+    outs = (
+        out
+        if isinstance(out, list | tuple) or hasattr(out, "__len__") and not hasattr(out, "numpy")
+        else [out]
+    )
     got = {o.name: np.asarray(v.numpy()) for o, v in zip(model.graph.output, outs)}
     lat = latency(lambda: vm["main"](*args), options.runs, options.warmup)
-    return BuildReport("tvm", True, log=f"TVM {tvm.__version__}, Relax, target llvm", build_seconds=seconds,
-                       artifact=str(artifact), latency_ms=lat, accuracy=accuracy(ref, got))
+    return BuildReport(
+        "tvm",
+        True,
+        log=f"TVM {tvm.__version__}, Relax, target llvm",
+        build_seconds=seconds,
+        artifact=str(artifact),
+        latency_ms=lat,
+        accuracy=accuracy(ref, got),
+    )

@@ -1,0 +1,136 @@
+"""Time to first draw of the graph view in headless Chromium (Debian's, never downloaded), and peak JS heap,
+for graphs of 1k, 10k and 50k nodes — drawn whole (positions from surgery.view) and as the app opens big
+models (collapsed by name scope). Compared with vis-network's own hierarchical layout, the way pyvis and
+Netron-like viewers lay out in the browser.
+
+    python bench/graph_draw.py [--sizes 1000 10000 50000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _models import blocks
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "app"))
+from graph_component import JS_BODY, _vis_source  # noqa: E402
+
+from surgery.graph import GraphFacts  # noqa: E402
+from surgery.view import build_view  # noqa: E402
+
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--enable-precise-memory-info",
+]
+PAGE = """<!doctype html><html><body><div class="graph-canvas" style="width:1200px;height:800px"></div>
+<script>{vis}</script><script type="module">
+{body}
+const data = {data};
+const t0 = performance.now();
+const el = document.querySelector('.graph-canvas');
+const run = (window.__mod = {{ default: null }});
+</script></body></html>"""
+
+
+def page_html(payload: dict, hierarchical: bool) -> str:
+    body = JS_BODY.replace("export default function(component)", "function draw(component)")
+    if hierarchical:  # let vis-network place the nodes itself
+        body = body.replace(
+            "physics: false, layout: { improvedLayout: false }",
+            "physics: false, layout: { hierarchical: { direction: 'UD', sortMethod: 'directed' } }",
+        )
+        for n in payload["nodes"]:
+            n.pop("x", None)
+            n.pop("y", None)
+    return (
+        f"<!doctype html><html><body><div id='root'><div class='graph-canvas' style='width:1200px;height:800px'>"
+        f"</div></div><script>{_vis_source()}</script><script>{body}\n"
+        f"const t0 = performance.now(); const el = document.getElementById('root');"
+        f"draw({{data: {json.dumps(payload)}, setStateValue: () => {{}}, parentElement: el}});"
+        f"globalThis.__onnxSurgeryNetwork.once('afterDrawing', () => {{ window.__drawn = performance.now() - t0; }});"
+        f"requestAnimationFrame(() => requestAnimationFrame(() => {{ window.__drawn ??= performance.now() - t0; }}));"
+        f"</script></body></html>"
+    )
+
+
+def measure(browser, html: str) -> tuple[float, float, float]:
+    with tempfile.NamedTemporaryFile("w", suffix=".html", delete=False) as f:
+        f.write(html)
+    page = browser.new_page()
+    t = time.perf_counter()
+    page.goto(f"file://{f.name}")
+    page.wait_for_function("() => window.__drawn !== undefined", timeout=600_000)
+    wall = time.perf_counter() - t
+    drawn = page.evaluate("window.__drawn") / 1000
+    heap = page.evaluate("performance.memory ? performance.memory.usedJSHeapSize : 0") / 2**20
+    page.close()
+    Path(f.name).unlink()
+    return drawn, wall, heap
+
+
+def main() -> None:
+    from playwright.sync_api import sync_playwright
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", type=int, nargs="*", default=[1000, 10000, 50000])
+    args = ap.parse_args()
+    rows = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=ARGS)
+        for size in args.sizes:
+            model = blocks(size)
+            facts = GraphFacts.of(model, infer=False)
+            for mode in (
+                "whole, positions from Python",
+                "collapsed by scope (as the app opens it)",
+                "whole, vis-network hierarchical layout",
+            ):
+                if mode.startswith("whole, vis") and size > 10000:
+                    rows.append(
+                        (
+                            size,
+                            mode,
+                            None,
+                            None,
+                            None,
+                            None,
+                            "skipped (minutes; overflows the stack at ~8.5k)",
+                        )
+                    )
+                    continue
+                t = time.perf_counter()
+                view = build_view(
+                    model, facts=facts, collapse_over=10**9 if mode.startswith("whole") else 1500
+                )
+                layout = time.perf_counter() - t
+                payload = view.payload()
+                try:
+                    drawn, wall, heap = measure(browser, page_html(payload, "hierarchical" in mode))
+                    rows.append((size, mode, len(payload["nodes"]), layout, drawn, heap, ""))
+                except Exception as exc:  # e.g. "Maximum call stack size exceeded"
+                    rows.append((size, mode, len(payload["nodes"]), layout, None, None, type(exc).__name__))
+                print(rows[-1], flush=True)
+        browser.close()
+    print(
+        "\n| model nodes | drawing | drawn nodes | layout in Python s | first draw s | JS heap MiB | note |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for size, mode, n, layout, drawn, heap, note in rows:
+        f = lambda v, d=2: "-" if v is None else f"{v:.{d}f}"  # noqa: E731
+        print(f"| {size} | {mode} | {n or '-'} | {f(layout)} | {f(drawn)} | {f(heap, 0)} | {note} |")
+
+
+if __name__ == "__main__":
+    main()
