@@ -94,11 +94,32 @@ class OpenVINOBackend:
                 node = nodes[key]
                 domain = f"{node.domain}." if node.domain not in ("", "ai.onnx") else ""
                 rejected[key] = f"No conversion rule found for operations: {domain}{node.op_type}"
+        # nodes downstream of an unconverted one see inputs of unknown type and rank: their failures follow from it
+        tainted = {o for k in rejected for o in nodes[k].output}
+        for node in model.graph.node:
+            if any(x in tainted for x in node.input):
+                tainted.update(node.output)
+        unknown: dict[str, str] = {}
         for output, message in _failures(out["error"]):
-            if output in by_output:
-                rejected[by_output[output]] = message
+            key = by_output.get(output)
+            if key and any(x in tainted for x in nodes[key].input):
+                unknown[key] = f"fed by a node OpenVINO could not convert; it then said: {message}"
+            elif key:
+                rejected[key] = message
         for i, (key, node) in enumerate(zip(keys, model.graph.node)):
-            if key in rejected:
+            if key in unknown:
+                report.verdicts.append(
+                    Verdict(
+                        key,
+                        i,
+                        node.op_type,
+                        Status.UNKNOWN,
+                        unknown[key],
+                        "CONVERSION",
+                        Evidence("live converter", f"OpenVINO {self.version} ONNX frontend"),
+                    )
+                )
+            elif key in rejected:
                 report.verdicts.append(
                     Verdict(
                         key,
