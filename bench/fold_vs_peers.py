@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -49,43 +52,68 @@ def onnxslim(model):
 TOOLS = {"onnx-surgery": ours, "polygraphy": polygraphy, "onnxsim": onnxsim, "onnxslim": onnxslim}
 
 
-def timed(fn, model, repeat):
+def run_one(tool: str, path: str, repeat: int) -> None:
+    """Child process: load the model, fold it `repeat` times with `tool`, print nodes and median seconds."""
+    model = onnx.load(path)
     times, out = [], None
     for _ in range(repeat):
         t = time.perf_counter()
-        out = fn(model)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = TOOLS[tool](model)
         times.append(time.perf_counter() - t)
-    return statistics.median(times), out
+    print(f"RESULT {len(out.graph.node)} {statistics.median(times)}")
+
+
+def measure(tool: str, path: Path, repeat: int) -> tuple[str, float | None]:
+    """Each tool in its own process: a peer that crashes (Polygraphy exits on some models) costs only its cell."""
+    proc = subprocess.run(
+        [sys.executable, __file__, "--one", tool, str(path), "--repeat", str(repeat)],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
+    if line is None:
+        tail = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+        return f"fails ({tail[:40]})", None
+    _, nodes, sec = line.split()
+    return nodes, float(sec)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--models-dir", type=Path)
     ap.add_argument("--quick", action="store_true", help="one run each, no constant chain")
+    ap.add_argument("--one", nargs=2, help=argparse.SUPPRESS)
+    ap.add_argument("--repeat", type=int, default=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    models = {name: build(name) for name in ("resize_scales_chain", "topk_computed_k", "if_branch_shapes")}
+    if args.one:
+        return run_one(args.one[0], args.one[1], args.repeat)
+    work = Path(tempfile.mkdtemp(prefix="fold-bench-"))
+    models = {}
+    for name in ("resize_scales_chain", "topk_computed_k", "if_branch_shapes"):
+        onnx.save(build(name), str(work / f"{name}.onnx"))
+        models[name] = work / f"{name}.onnx"
     if not args.quick:
-        models["constant_chain_64MiB"] = constant_chain()
+        onnx.save(constant_chain(), str(work / "constant_chain_64MiB.onnx"))
+        models["constant_chain_64MiB"] = work / "constant_chain_64MiB.onnx"
     if args.models_dir:
-        for p in sorted(args.models_dir.glob("*.onnx")):
-            models[p.stem] = onnx.load(str(p))
+        models.update({p.stem: p for p in sorted(args.models_dir.glob("*.onnx"))})
     repeat = 1 if args.quick else 3
     print("| model | nodes | " + " | ".join(f"{t} nodes | {t} s" for t in TOOLS) + " | ours / fastest peer |")
     print("|---|---|" + "---|---|" * len(TOOLS) + "---|")
-    for name, model in models.items():
+    for name, path in models.items():
+        n = len(onnx.load(str(path), load_external_data=False).graph.node)
         cells, times = [], {}
-        for tool, fn in TOOLS.items():
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    sec, out = timed(fn, model, repeat)
-                cells += [str(len(out.graph.node)), f"{sec:.3f}"]
+        for tool in TOOLS:
+            nodes, sec = measure(tool, path, repeat)
+            cells += [nodes, "-" if sec is None else f"{sec:.3f}"]
+            if sec is not None:
                 times[tool] = sec
-            except Exception as exc:  # a peer that fails on a model is reported, not fatal
-                cells += [f"fails ({type(exc).__name__})", "-"]
         peers = [t for k, t in times.items() if k != "onnx-surgery"]
         ratio = f"{times['onnx-surgery'] / min(peers):.2f}x" if peers and "onnx-surgery" in times else "-"
-        print(f"| {name} | {len(model.graph.node)} | " + " | ".join(cells) + f" | {ratio} |", flush=True)
+        print(f"| {name} | {n} | " + " | ".join(cells) + f" | {ratio} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -196,6 +196,12 @@ class GraphFacts:
     def info(self, tensor: str) -> TensorInfo:
         return self.tensors.get(tensor) or TensorInfo(tensor, 0, None)
 
+    def value_info(self, tensor: str) -> onnx.ValueInfoProto:
+        """A typed ValueInfo for `tensor` from inference (float and unknown rank where nothing is known)."""
+        info = self.info(tensor)
+        shape = None if info.shape is None else [d if isinstance(d, int) else (d or None) for d in info.shape]
+        return onnx.helper.make_tensor_value_info(tensor, info.dtype or TensorProto.FLOAT, shape)
+
     def is_constant(self, tensor: str) -> bool:
         return tensor == "" or tensor in self.constant
 

@@ -11,6 +11,18 @@ from typing import Any, Protocol
 from onnx import ModelProto
 
 
+def package_version(*dists: str) -> str:
+    """The installed version of the first of `dists` that is installed, else ""."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    for dist in dists:
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            continue
+    return ""
+
+
 class Status(StrEnum):
     SUPPORTED = "supported"
     REJECTED = "rejected"

@@ -12,7 +12,16 @@ import time
 
 from onnx import ModelProto
 
-from surgery.backends.base import Availability, BuildOptions, BuildReport, Evidence, Report, Status, Verdict
+from surgery.backends.base import (
+    Availability,
+    BuildOptions,
+    BuildReport,
+    Evidence,
+    Report,
+    Status,
+    Verdict,
+    package_version,
+)
 from surgery.backends.isolate import call_isolated
 from surgery.graph import node_keys
 
@@ -59,12 +68,7 @@ class OpenVINOBackend:
     id = "openvino"
 
     def __init__(self):
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            self.version = version("openvino")
-        except PackageNotFoundError:
-            self.version = ""
+        self.version = package_version("openvino")
         self.label = f"OpenVINO {self.version} (CPU)".replace("  ", " ")
 
     def availability(self) -> Availability:

@@ -60,9 +60,7 @@ def isolate(facts: GraphFacts, index: int) -> ModelProto:
         if const is not None:
             inits.append(const)
             continue
-        info = facts.info(x)
-        shape = None if info.shape is None else [d if isinstance(d, int) else (d or None) for d in info.shape]
-        inputs.append(helper.make_tensor_value_info(x, info.dtype or TensorProto.FLOAT, shape))
+        inputs.append(facts.value_info(x))
     outputs = []
     for o in node.output:
         if o:

@@ -9,7 +9,16 @@ import time
 
 from onnx import ModelProto
 
-from surgery.backends.base import Availability, BuildOptions, BuildReport, Evidence, Report, Status, Verdict
+from surgery.backends.base import (
+    Availability,
+    BuildOptions,
+    BuildReport,
+    Evidence,
+    Report,
+    Status,
+    Verdict,
+    package_version,
+)
 from surgery.backends.isolate import BackendCrash, call_isolated
 from surgery.backends.tensorrt_worker import STANDARD_PLUGIN_NAMES, STANDARD_PLUGIN_OPS
 from surgery.graph import node_keys
@@ -21,26 +30,15 @@ def _installed(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
 
 
-def _version(dist: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(dist)
-    except PackageNotFoundError:
-        return ""
-
-
 class TensorRTBackend:
     id = "tensorrt"
 
     def __init__(self):
-        if _installed("tensorrt") and _version("tensorrt"):
-            self.flavour, self.version = "TensorRT", _version("tensorrt")
+        if _installed("tensorrt") and package_version("tensorrt"):
+            self.flavour, self.version = "TensorRT", package_version("tensorrt")
         else:
             self.flavour = "TensorRT-RTX"
-            self.version = (
-                _version("tensorrt_rtx_cu12") or _version("tensorrt-rtx-cu12") or _version("tensorrt_rtx")
-            )
+            self.version = package_version("tensorrt-rtx-cu12", "tensorrt_rtx")
         self.label = f"{self.flavour} {self.version} (live parser)".replace("  ", " ")
 
     def availability(self) -> Availability:

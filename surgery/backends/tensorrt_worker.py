@@ -13,7 +13,7 @@ import os
 import re
 import tempfile
 
-from onnx import ModelProto, TensorProto, helper
+from onnx import ModelProto, helper
 
 from surgery.graph import GraphFacts, _all_inputs
 
@@ -88,16 +88,17 @@ def _submodel(model: ModelProto, facts: GraphFacts, keep: list[int]) -> ModelPro
     inits = {t.name for t in graph.initializer}
     consumed_inside = {x for n in nodes for x in _all_inputs(n)}
 
-    def vi(name):
-        info = facts.info(name)
-        shape = None if info.shape is None else [d if isinstance(d, int) else (d or None) for d in info.shape]
-        return helper.make_tensor_value_info(name, info.dtype or TensorProto.FLOAT, shape)
-
-    inputs = [vi(x) for x in dict.fromkeys(consumed_inside) if x not in produced and x not in inits and x]
+    inputs = [
+        facts.value_info(x)
+        for x in dict.fromkeys(consumed_inside)
+        if x not in produced and x not in inits and x
+    ]
     graph_outputs = {o.name for o in graph.output}
-    outputs = [vi(o) for o in produced if o not in consumed_inside or o in graph_outputs]
+    outputs = [facts.value_info(o) for o in produced if o not in consumed_inside or o in graph_outputs]
     used_inits = [t for t in graph.initializer if t.name in consumed_inside]
-    g = helper.make_graph(nodes, graph.name, inputs, outputs or [vi(nodes[-1].output[0])], used_inits)
+    g = helper.make_graph(
+        nodes, graph.name, inputs, outputs or [facts.value_info(nodes[-1].output[0])], used_inits
+    )
     sub = helper.make_model(g, opset_imports=list(model.opset_import), ir_version=model.ir_version)
     sub.functions.extend(model.functions)
     return sub

@@ -13,7 +13,16 @@ import time
 
 from onnx import ModelProto
 
-from surgery.backends.base import Availability, BuildOptions, BuildReport, Evidence, Report, Status, Verdict
+from surgery.backends.base import (
+    Availability,
+    BuildOptions,
+    BuildReport,
+    Evidence,
+    Report,
+    Status,
+    Verdict,
+    package_version,
+)
 from surgery.backends.isolate import call_isolated
 from surgery.graph import node_keys
 
@@ -66,12 +75,7 @@ class TVMBackend:
     id = "tvm"
 
     def __init__(self):
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            self.version = version("apache-tvm")
-        except PackageNotFoundError:
-            self.version = ""
+        self.version = package_version("apache-tvm")
         self.label = f"TVM {self.version} (Relax, llvm)".replace("  ", " ")
 
     def availability(self) -> Availability:

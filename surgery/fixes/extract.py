@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import onnx
 from onnx import ModelProto, helper
 
 from surgery.fixes import FixError, Safety, register
@@ -48,17 +47,11 @@ def extract_subgraph(model: ModelProto, inputs: list[str], outputs: list[str]) -
     nodes = [graph.node[i] for i in facts.order if i in set(region)]
     used = {x for n in nodes for x in _all_inputs(n)}
 
-    def vi(name):
-        info = facts.info(name)
-        return helper.make_tensor_value_info(
-            name, info.dtype or onnx.TensorProto.FLOAT, None if info.shape is None else list(info.shape)
-        )
-
     g = helper.make_graph(
         nodes,
         graph.name,
-        [vi(t) for t in inputs],
-        [vi(t) for t in outputs],
+        [facts.value_info(t) for t in inputs],
+        [facts.value_info(t) for t in outputs],
         [t for t in graph.initializer if t.name in used],
     )
     out = helper.make_model(g, opset_imports=list(model.opset_import), ir_version=model.ir_version)
