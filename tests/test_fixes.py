@@ -235,3 +235,26 @@ def test_extract_and_delete_and_opset_upgrade():
     assert verify(build("healthy_cnn"), up).status == "ok"
     with pytest.raises(FixError, match="no node 'nope'"):
         get_fix("delete_node")(model, node="nope")
+
+
+def test_fold_picks_static_dims_out_of_a_partly_dynamic_shape():
+    #   x[batch, 4] -> Shape -> Gather(1) -> Concat([-1], .) -> Reshape(x, .)   : the 4 is known, the batch is not
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"], name="shape"),
+        helper.make_node("Gather", ["s", "one"], ["d"], name="gather", axis=0),
+        helper.make_node("Concat", ["minus1", "d"], ["shp"], name="concat", axis=0),
+        helper.make_node("Reshape", ["x", "shp"], ["y"], name="reshape"),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])],
+        [numpy_helper.from_array(np.array([1]), "one"), numpy_helper.from_array(np.array([-1]), "minus1")],
+    )
+    m = helper.make_model(g, ir_version=8, opset_imports=[helper.make_opsetid("", 13)])
+    out = checked(get_fix("fold_constants")(m))
+    assert ops(out) == ["Reshape"]
+    shp = {t.name: numpy_helper.to_array(t) for t in out.graph.initializer}["shp"]
+    assert shp.tolist() == [-1, 4]
+    assert verify(m, out, dims={"batch": 3}).status == "ok"

@@ -26,6 +26,7 @@ def _foldable(model: ModelProto, facts: GraphFacts) -> tuple[set[str], dict[str,
     inputs = {vi.name for vi in graph.input}
     const = {name for name in facts.initializers if name not in inputs}
     known: dict[str, np.ndarray] = {}
+    partial: dict[str, list[int | None]] = {}  # Shape outputs of tensors with some dynamic dims
     for i in facts.order:
         node = graph.node[i]
         if node.domain not in STANDARD or node.op_type in NONDETERMINISTIC_OPS:
@@ -33,6 +34,21 @@ def _foldable(model: ModelProto, facts: GraphFacts) -> tuple[set[str], dict[str,
         ins = _all_inputs(node)
         if node.op_type == "Constant" or (ins and all(x in const for x in ins)):
             const.update(o for o in node.output if o)
+        elif node.op_type in ("Gather", "Slice") and node.input[0] in partial:
+            value = _index_partial(node, partial[node.input[0]], facts)
+            if value is not None:
+                known[node.output[0]] = value
+                const.add(node.output[0])
+        elif (
+            node.op_type == "Shape"
+            and node.input
+            and facts.info(node.input[0]).shape is not None
+            and (facts.info(node.input[0]).is_dynamic)
+        ):
+            # a partly dynamic shape: its static entries can still be picked out by Gather/Slice
+            dims = [d if isinstance(d, int) else None for d in facts.info(node.input[0]).shape]
+            attrs = {a.name: a.i for a in node.attribute}
+            partial[node.output[0]] = dims[attrs.get("start", 0) : attrs.get("end", len(dims))]
         elif node.op_type in ("Shape", "Size") and node.input:
             info = facts.info(node.input[0])
             if info.shape is not None and not info.is_dynamic:
@@ -45,6 +61,38 @@ def _foldable(model: ModelProto, facts: GraphFacts) -> tuple[set[str], dict[str,
                     known[node.output[0]] = dims[slice(start, end if end != 0 or "end" in attrs else None)]
                 const.add(node.output[0])
     return const, known
+
+
+def _index_partial(node, dims: list[int | None], facts: GraphFacts) -> np.ndarray | None:
+    """Gather or Slice with constant indices on a partly known shape: the value, if every picked dim is static."""
+
+    def const(k):
+        if len(node.input) <= k or not node.input[k]:
+            return None
+        t = facts.initializers.get(node.input[k])
+        return None if t is None else numpy_helper.to_array(t)
+
+    if node.op_type == "Gather":
+        idx = const(1)
+        if idx is None:
+            return None
+        picked = [dims[int(i)] for i in np.asarray(idx).reshape(-1)]
+        if any(d is None for d in picked):
+            return None
+        return np.array(picked, dtype=np.int64).reshape(np.asarray(idx).shape)
+    starts, ends = const(1), const(2)
+    axes, steps = const(3), const(4)
+    if starts is None or ends is None or (len(node.input) > 3 and node.input[3] and axes is None):
+        return None
+    if (axes is not None and list(axes.reshape(-1)) not in ([0], [-1])) or (
+        steps is not None and steps.size and int(steps.reshape(-1)[0]) != 1
+    ):
+        return None
+    s0, e0 = int(starts.reshape(-1)[0]), int(ends.reshape(-1)[0])
+    picked = dims[slice(s0, e0)]
+    if any(d is None for d in picked):
+        return None
+    return np.array(picked, dtype=np.int64)
 
 
 def _evaluate(
