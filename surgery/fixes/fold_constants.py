@@ -283,7 +283,12 @@ def _fold_once(model: ModelProto, tensors, size_threshold, inline_if, base_dir) 
             values[cond_name] if cond_name in values else numpy_helper.to_array(facts.initializers[cond_name])
         )
         branches.append((list(graph.node[i].output), bool(np.asarray(cond).reshape(-1)[0])))
-    removable = {i for i, n in enumerate(graph.node) if all(o in const for o in n.output if o)}
+    # foldable nodes, and Shape nodes of partly dynamic tensors, go once nobody reads them any more
+    removable = {
+        i
+        for i, n in enumerate(graph.node)
+        if all(o in const for o in n.output if o) or (n.op_type == "Shape" and not n.domain)
+    }
     changed = False
     existing = {t.name for t in graph.initializer}
     for t in targets:
