@@ -136,6 +136,33 @@ def proposals(node_key: str | None = None):
     return [p for p in found if node_key is None or p.node == node_key]
 
 
+def preview(proposal) -> dict:
+    """What applying the proposal would change: nodes removed and added, and each target's verdict count."""
+    from surgery.graph import node_keys
+    from surgery.workspace import apply_step
+
+    ws = workspace()
+    try:
+        after = apply_step(ws.current, proposal.step, ws.original.base_dir)
+    except Exception as exc:  # a fix that refuses says why, here too
+        return {"removed": [], "added": [], "verdicts": [f"the fix refuses: {exc}"]}
+    before_keys, after_keys = set(node_keys(ws.current.graph.node)), set(node_keys(after.graph.node))
+    lines = []
+    for target in state().targets:
+        from surgery.diagnose import check_one
+
+        b, a = (
+            check_one(ws.current, target, ws.original.base_dir),
+            check_one(after, target, ws.original.base_dir),
+        )
+        lines.append(f"{a.label}: {len(b.rejected)} → {len(a.rejected)} rejected node(s)")
+    return {
+        "removed": sorted(before_keys - after_keys),
+        "added": sorted(after_keys - before_keys),
+        "verdicts": lines,
+    }
+
+
 def apply_proposal(proposal) -> None:
     from surgery.fixes import FixError
     from surgery.rulebook import apply

@@ -95,6 +95,11 @@ def test_apply_undo_redo_through_the_workbench():
     at.run()
     apply = [b for b in at.button if b.key == "apply-ml-scaler-decompose"]
     assert apply, [b.key for b in at.button]
+    at.toggle(key="preview-ml-scaler-decompose").set_value(True)
+    at.run()
+    assert any("removes 1 node(s): `/prep/Scaler`" in m.value for m in at.markdown)
+    assert any("1 → 0 rejected" in c.value for c in at.caption)
+    apply = [b for b in at.button if b.key == "apply-ml-scaler-decompose"]
     apply[0].click()
     at.run()
     assert not at.exception

@@ -149,6 +149,14 @@ with right:
                     st.caption(f"needs {p.needs}")
                 else:
                     st.caption(f"step: {p.step.describe()}")
+                    if st.toggle("Preview", key=f"preview-{p.rule.id}"):
+                        diff = adapter.preview(p)
+                        st.markdown(
+                            f"removes {len(diff['removed'])} node(s): `{', '.join(diff['removed'][:8])}`  \n"
+                            f"adds {len(diff['added'])} node(s): `{', '.join(diff['added'][:8])}`"
+                        )
+                        for line in diff["verdicts"]:
+                            st.caption(line)
                     if st.button("Apply", key=f"apply-{p.rule.id}", type="primary"):
                         adapter.apply_proposal(p)
                         st.rerun()
