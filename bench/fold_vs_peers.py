@@ -49,6 +49,7 @@ def onnxslim(model):
     return slim.slim(onnx.ModelProto.FromString(model.SerializeToString()))
 
 
+TIME_LIMIT_S = 300
 TOOLS = {"onnx-surgery": ours, "polygraphy": polygraphy, "onnxsim": onnxsim, "onnxslim": onnxslim}
 
 

@@ -97,7 +97,7 @@ def main() -> None:
                 "collapsed by scope (as the app opens it)",
                 "whole, vis-network hierarchical layout",
             ):
-                if mode.startswith("whole, vis") and size > 10000:
+                if mode.startswith("whole, vis") and size > 5000:
                     rows.append(
                         (
                             size,
