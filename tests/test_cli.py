@@ -85,3 +85,30 @@ def test_fix_with_a_broken_rules_folder(sample_dir, tmp_path, capsys):
     (tmp_path / "bad.yaml").write_text("id: x\n")
     assert main(["fix", str(sample_dir / "healthy_cnn.onnx"), "--rules", str(tmp_path), "--dry-run"]) == 2
     assert "bad.yaml:1: field 'title': missing" in capsys.readouterr().err
+
+
+def test_app_refuses_a_bad_model_before_starting_the_server(tmp_path, capsys):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x00garbage")
+    assert main(["app", str(bad)]) == 2
+    assert "not an ONNX model" in capsys.readouterr().err
+
+
+def test_app_command_passes_the_model_and_limits_to_streamlit(sample_dir):
+    import argparse
+
+    from surgery.cli.app_cmd import build_command
+
+    args = argparse.Namespace(
+        model=str(sample_dir / "ml_scaler.onnx"),
+        port=9999,
+        address="127.0.0.1",
+        models_dir=str(sample_dir),
+        upload_limit_mb=64,
+    )
+    cmd, env = build_command(args)
+    assert env["ONNX_SURGERY_START_MODEL"].endswith("ml_scaler.onnx")
+    assert env["ONNX_SURGERY_MODELS_DIR"] == str(sample_dir.resolve())
+    assert (
+        cmd[cmd.index("--server.maxUploadSize") + 1] == "64" and cmd[cmd.index("--server.port") + 1] == "9999"
+    )
