@@ -125,6 +125,19 @@ class BuildReport:
 Progress = Callable[[float, str], None]  # fraction 0..1, message
 
 
+class BuildsWithSurgeryBuild:
+    """Mixin for backends whose builds live in surgery.build (one module per backend there)."""
+
+    id: str
+
+    def build(
+        self, model: ModelProto, options: BuildOptions, progress: Progress | None = None
+    ) -> BuildReport:
+        from surgery.build import build_model
+
+        return build_model(self.id, model, options, progress)
+
+
 class Backend(Protocol):
     id: str
     label: str

@@ -7,7 +7,14 @@ import time
 
 from onnx import ModelProto
 
-from surgery.backends.base import Availability, BuildOptions, BuildReport, Evidence, Report, Status, Verdict
+from surgery.backends.base import (
+    Availability,
+    BuildsWithSurgeryBuild,
+    Evidence,
+    Report,
+    Status,
+    Verdict,
+)
 from surgery.backends.probe import probe_nodes
 from surgery.graph import GraphFacts
 
@@ -23,7 +30,7 @@ def _first_line(exc: Exception) -> str:
     return text.splitlines()[0][:500] if text else type(exc).__name__
 
 
-class OnnxRuntimeBackend:
+class OnnxRuntimeBackend(BuildsWithSurgeryBuild):
     id = "onnxruntime"
 
     def __init__(self):
@@ -92,8 +99,3 @@ class OnnxRuntimeBackend:
                 report.messages.append(error)
         report.seconds = time.perf_counter() - t0
         return report
-
-    def build(self, model: ModelProto, options: BuildOptions, progress=None) -> BuildReport:
-        from surgery.build import build_model
-
-        return build_model(self.id, model, options, progress)

@@ -14,8 +14,7 @@ from onnx import ModelProto
 
 from surgery.backends.base import (
     Availability,
-    BuildOptions,
-    BuildReport,
+    BuildsWithSurgeryBuild,
     Evidence,
     Report,
     Status,
@@ -64,7 +63,7 @@ def _summary(error: str) -> str:
     return " ".join((m.group(1) if m else error).split())[:400]
 
 
-class OpenVINOBackend:
+class OpenVINOBackend(BuildsWithSurgeryBuild):
     id = "openvino"
 
     def __init__(self):
@@ -150,8 +149,3 @@ class OpenVINOBackend:
             report.messages.append(summary)
         report.seconds = time.perf_counter() - t0
         return report
-
-    def build(self, model: ModelProto, options: BuildOptions, progress=None) -> BuildReport:
-        from surgery.build import build_model
-
-        return build_model(self.id, model, options, progress)

@@ -11,8 +11,7 @@ from onnx import ModelProto
 
 from surgery.backends.base import (
     Availability,
-    BuildOptions,
-    BuildReport,
+    BuildsWithSurgeryBuild,
     Evidence,
     Report,
     Status,
@@ -30,7 +29,7 @@ def _installed(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
 
 
-class TensorRTBackend:
+class TensorRTBackend(BuildsWithSurgeryBuild):
     id = "tensorrt"
 
     def __init__(self):
@@ -93,8 +92,3 @@ class TensorRTBackend:
         report.accepted = out["accepted"]
         report.seconds = time.perf_counter() - t0
         return report
-
-    def build(self, model: ModelProto, options: BuildOptions, progress=None) -> BuildReport:
-        from surgery.build import build_model
-
-        return build_model(self.id, model, options, progress)

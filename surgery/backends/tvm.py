@@ -15,8 +15,7 @@ from onnx import ModelProto
 
 from surgery.backends.base import (
     Availability,
-    BuildOptions,
-    BuildReport,
+    BuildsWithSurgeryBuild,
     Evidence,
     Report,
     Status,
@@ -71,7 +70,7 @@ def _check(data: bytes) -> dict:
     return out
 
 
-class TVMBackend:
+class TVMBackend(BuildsWithSurgeryBuild):
     id = "tvm"
 
     def __init__(self):
@@ -122,8 +121,3 @@ class TVMBackend:
             report.messages.append(error)
         report.seconds = time.perf_counter() - t0
         return report
-
-    def build(self, model: ModelProto, options: BuildOptions, progress=None) -> BuildReport:
-        from surgery.build import build_model
-
-        return build_model(self.id, model, options, progress)
