@@ -334,43 +334,6 @@ CONSTRAINTS = [
     ),
 ]
 STANDARD_DOMAINS = ("", "ai.onnx")
-# ONNX element types by the names the operator tables use in their "Supported Types" column
-TABLE_TYPES = {
-    TensorProto.FLOAT: "FP32",
-    TensorProto.FLOAT16: "FP16",
-    TensorProto.BFLOAT16: "BF16",
-    TensorProto.INT32: "INT32",
-    TensorProto.INT64: "INT64",
-    TensorProto.INT8: "INT8",
-    TensorProto.UINT8: "UINT8",
-    TensorProto.BOOL: "BOOL",
-    TensorProto.DOUBLE: "DOUBLE",
-    TensorProto.FLOAT8E4M3FN: "FP8",
-    TensorProto.INT4: "INT4",
-    TensorProto.FLOAT4E2M1: "FP4",
-}
-
-
-def _type_problem(node: NodeProto, facts: GraphFacts, types: str, version: str) -> str | None:
-    """The table's "Supported Types" for the op against the node's data input (and a Cast's target type).
-    Before 9.0 the parser casts INT64 down to INT32 (docs 5.x–8.6), so INT64 is judged as INT32 there."""
-    listed = {t.strip().upper() for t in types.split(",") if t.strip()}
-    if not listed:
-        return None
-    checks = [("input", facts.info(node.input[0]).dtype)] if node.input and node.input[0] else []
-    if node.op_type == "Cast":
-        checks.append(("target", _attr(node, "to", 0)))
-    for what, dtype in checks:
-        if not dtype or dtype == TensorProto.DOUBLE:  # unknown, or DOUBLE (cast down to FLOAT by the parser)
-            continue
-        name = TABLE_TYPES.get(dtype)
-        if name == "INT64" and _vt(version) < (9, 0):
-            name = "INT32"
-        if name is None or name not in listed:
-            from surgery.graph import dtype_name
-
-            return f"{what} type {dtype_name(dtype)} (supported: {', '.join(sorted(listed))})"
-    return None
 
 
 class TensorRTStaticBackend:
@@ -438,15 +401,6 @@ class TensorRTStaticBackend:
                 )
             found = self._plugin_fallback(node)
             return (*found, rules.get(node.op_type, ()), "N in the table: no importer, plugin fallback")
-        problem = _type_problem(node, facts, row.get("types", ""), self.version)
-        if problem:
-            return (
-                Status.REJECTED,
-                "UNSUPPORTED_NODE_DATATYPE",
-                f"{node.op_type} does not support this data type in TensorRT {self.version}: {problem}",
-                (),
-                "the Supported Types column of the table",
-            )
         for c in CONSTRAINTS:
             if (not c.ops or node.op_type in c.ops) and c.applies(self.version):
                 detail = c.check(node, facts)
