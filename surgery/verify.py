@@ -1,8 +1,20 @@
 """Check a changed model against the original: same seeded inputs, onnxruntime, per-output error.
 
-Mean relative error, used everywhere in ONNX Surgery: mean(|a - b|) / max(mean(|a|), 1e-12), where `a` is the
-original's output and `b` the changed model's — the average error in units of the output's average
-magnitude, so that a near-zero element cannot blow it up. Max absolute error is max(|a - b|).
+Definitions, used everywhere in ONNX Surgery (verification, test builds, benchmarks):
+
+- max absolute error: max(|a - b|) over the elements, with `a` the original's output and `b` the changed one's;
+- mean relative error: mean(|a - b|) / max(mean(|a|), 1e-12) — the average error in units of the output's
+  average magnitude. One number per output, not a per-element ratio: a near-zero element cannot blow it up.
+
+NaN in the same place in both outputs counts as equal; NaN on one side only counts as an infinite error.
+
+Thresholds for an EXACT fix (mean relative error): `rtol_fp32` (1e-6) for float32 and float64 outputs, 1e-3 for
+float16/bfloat16 (10 mantissa bits), and 0 for integer and bool outputs (any difference is a different result).
+APPROXIMATE and CHANGES_SEMANTICS fixes are reported with their numbers but never fail on them.
+
+Symbolic input dims take their size from `dims` (by name), else from the changed model where it fixed that dim
+(after freeze_shapes), else 1. A model onnxruntime cannot run (custom op, plugin node) gives status `skipped`
+with "not verifiable with onnxruntime: <reason>", never an exception.
 """
 
 from __future__ import annotations
@@ -16,18 +28,41 @@ from onnx import ModelProto
 from surgery.fixes import Safety
 
 EXACT_MEAN_REL_FP32 = 1e-6
+EXACT_MEAN_REL_FP16 = 1e-3
 
 
 def mean_relative_error(a: np.ndarray, b: np.ndarray) -> float:
-    a64, b64 = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    if a64.size == 0:
+    """mean(|a - b|) / max(mean(|a|), 1e-12); NaN at the same places counts as equal."""
+    diff, mag = _diff(a, b)
+    if diff.size == 0:
         return 0.0
-    return float(np.mean(np.abs(a64 - b64)) / max(float(np.mean(np.abs(a64))), 1e-12))
+    return float(np.mean(diff) / max(float(np.mean(mag)), 1e-12))
 
 
 def max_abs_error(a: np.ndarray, b: np.ndarray) -> float:
+    diff, _ = _diff(a, b)
+    return float(np.max(diff)) if diff.size else 0.0
+
+
+def _diff(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     a64, b64 = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    return float(np.max(np.abs(a64 - b64))) if a64.size else 0.0
+    with np.errstate(invalid="ignore"):
+        diff = np.abs(a64 - b64)
+    both_nan = np.isnan(a64) & np.isnan(b64)
+    same_inf = np.isinf(a64) & (a64 == b64)
+    diff = np.where(both_nan | same_inf, 0.0, np.where(np.isnan(diff), np.inf, diff))
+    mag = np.where(np.isfinite(a64), np.abs(a64), 0.0)
+    return diff, mag
+
+
+def exact_threshold(dtype: np.dtype, rtol_fp32: float = EXACT_MEAN_REL_FP32) -> float:
+    """The mean relative error an EXACT fix may show on an output of this dtype."""
+    dtype = np.dtype(dtype)
+    if dtype in (np.float32, np.float64):
+        return rtol_fp32
+    if dtype.kind == "f" or dtype.name == "bfloat16":
+        return EXACT_MEAN_REL_FP16
+    return 0.0
 
 
 @dataclass
@@ -37,6 +72,8 @@ class OutputError:
     mean_rel: float
     shape: tuple[int, ...]
     note: str = ""
+    dtype: str = ""
+    changed_name: str = ""  # the name in the changed model when the output was renamed
 
 
 @dataclass
@@ -46,6 +83,7 @@ class VerifyReport:
     outputs: list[OutputError] = field(default_factory=list)
     message: str = ""
     seed: int = 0
+    feeds: dict[str, list[int]] = field(default_factory=dict)  # input name -> the shape it ran with
 
     @property
     def ok(self) -> bool:
@@ -59,7 +97,11 @@ class VerifyReport:
     def summary(self) -> str:
         if self.status == "skipped":
             return f"not verified: {self.message}"
-        per = "; ".join(f"{o.name}: max abs {o.max_abs:.3g}, mean rel {o.mean_rel:.3g}" for o in self.outputs)
+        per = "; ".join(
+            f"{o.name}{' -> ' + o.changed_name if o.changed_name else ''}: max abs {o.max_abs:.3g}, "
+            f"mean rel {o.mean_rel:.3g}"
+            for o in self.outputs
+        )
         head = {"ok": "verified", "failed": "VERIFICATION FAILED"}[self.status]
         return f"{head} ({self.safety}, seed {self.seed}): {per}" + (
             f" — {self.message}" if self.message else ""
@@ -89,7 +131,40 @@ def _run(model: ModelProto, feeds, base_dir):
     sess = make_session(model, base_dir)
     names = [o.name for o in sess.get_outputs()]
     wanted = {i.name for i in sess.get_inputs()}
+    missing = wanted - set(feeds)
+    if missing:
+        raise ValueError(f"no value for input(s) {sorted(missing)}")
     return dict(zip(names, sess.run(names, {k: v for k, v in feeds.items() if k in wanted})))
+
+
+def _input_dims(original: ModelProto, changed: ModelProto, dims: dict[str, int] | None) -> dict[str, int]:
+    """Sizes for symbolic dims: `dims` first, then what the changed model fixed at the same place, else 1."""
+    from surgery.graph import tensor_info_from_type
+
+    chosen: dict[str, int] = {}
+    fixed = {vi.name: tensor_info_from_type(vi.name, vi.type).shape for vi in changed.graph.input}
+    for vi in original.graph.input:
+        shape = tensor_info_from_type(vi.name, vi.type).shape
+        other = fixed.get(vi.name)
+        for k, d in enumerate(shape or ()):
+            if isinstance(d, str) and other is not None and k < len(other) and isinstance(other[k], int):
+                chosen.setdefault(d, other[k])
+    return chosen | dict(dims or {})
+
+
+def _seeded(original: ModelProto, changed: ModelProto, seed: int, dims: dict[str, int]):
+    """Seeded inputs for both models: the original's inputs, or the changed model's where the original has no
+    shape for one (e.g. before freeze_shapes)."""
+    from surgery.ort import seeded_inputs
+
+    try:
+        return seeded_inputs(original, seed=seed, dims=dims, default_dim=1)
+    except ValueError as first:
+        try:
+            theirs = seeded_inputs(changed, seed=seed, dims=dims, default_dim=1)
+        except ValueError:
+            raise first from None
+        return theirs
 
 
 def verify(
@@ -100,25 +175,23 @@ def verify(
     feeds: dict[str, np.ndarray] | None = None,
     seed: int = 0,
     safety: Safety | str = Safety.EXACT,
+    rtol_fp32: float = EXACT_MEAN_REL_FP32,
     dims: dict[str, int] | None = None,
-    tolerance: float = EXACT_MEAN_REL_FP32,
 ) -> VerifyReport:
-    """Run both models on the same inputs. An exact fix above `tolerance` mean relative error fails."""
-    from surgery.ort import seeded_inputs
+    """Run both models on the same inputs and compare every output of the original.
 
+    Outputs are matched by name; an output of the original missing from the changed model is matched to an
+    unmatched output at the same position (reported as renamed), else reported as removed. An EXACT fix fails
+    when an output's mean relative error exceeds its dtype's threshold (see the module doc), when an output's
+    shape or dtype changes, or when an output is removed.
+    """
     safety = Safety(safety)
-    if (
-        feeds is None
-    ):  # the original's inputs; where it has no shapes (e.g. before freeze_shapes), the new ones
+    if feeds is None:
         try:
-            feeds = seeded_inputs(original, seed=seed, dims=dims)
+            feeds = _seeded(original, changed, seed, _input_dims(original, changed, dims))
         except ValueError as exc:
-            try:
-                feeds = seeded_inputs(changed, seed=seed, dims=dims)
-            except ValueError:
-                return VerifyReport(
-                    "skipped", safety.value, message=f"no inputs to run with: {exc}", seed=seed
-                )
+            return VerifyReport("skipped", safety.value, message=f"no inputs to run with: {exc}", seed=seed)
+    shapes = {k: list(np.shape(v)) for k, v in feeds.items()}
     # a changed model may expose tensors the original computes inside (an extracted subgraph): compare those
     reference = _with_outputs(original, [o.name for o in changed.graph.output])
     results = []
@@ -132,36 +205,66 @@ def verify(
                 safety.value,
                 message=f"not verifiable with onnxruntime: the {which} model does not run ({line})",
                 seed=seed,
+                feeds=shapes,
             )
     a, b = results
-    outputs, notes = [], []
-    for name, value in a.items():
-        if name not in b:
-            notes.append(f"output '{name}' is gone from the changed model")
+    declared = [o.name for o in original.graph.output]
+    a_order = declared + [n for n in a if n not in declared]
+    b_order = [o.name for o in changed.graph.output]
+    pairs, notes, failed = [], [], False
+    unmatched_b = [n for n in b_order if n not in a]
+    for pos, name in enumerate(n for n in a_order if n in a):
+        if name in b:
+            pairs.append((name, name))
             continue
-        other = b[name]
+        at = b_order[pos] if pos < len(b_order) else None
+        if at in unmatched_b:
+            unmatched_b.remove(at)
+            pairs.append((name, at))
+            notes.append(f"output '{name}' renamed to '{at}'")
+        else:
+            notes.append(f"output '{name}' removed from the changed model")
+            failed = failed or safety is not Safety.CHANGES_SEMANTICS
+    notes += [f"new output '{n}'" for n in unmatched_b]
+    outputs = []
+    for name, other_name in pairs:
+        value, other = np.asarray(a[name]), np.asarray(b[other_name])
+        renamed = other_name if other_name != name else ""
         if value.shape != other.shape:
-            outputs.append(
-                OutputError(
-                    name, float("inf"), float("inf"), value.shape, f"shape {value.shape} became {other.shape}"
-                )
-            )
+            note = f"shape {value.shape} became {other.shape}"
+            outputs.append(OutputError(name, np.inf, np.inf, value.shape, note, str(value.dtype), renamed))
+            notes.append(f"output '{name}': {note}")
+            failed = failed or safety is not Safety.CHANGES_SEMANTICS
             continue
+        dtype_note = "" if value.dtype == other.dtype else f"dtype {value.dtype} became {other.dtype}"
         if value.dtype.kind in "OUS":
             same = bool(np.all(value == other))
+            err = 0.0 if same else float("inf")
+            outputs.append(OutputError(name, err, err, value.shape, dtype_note, str(value.dtype), renamed))
+        else:
             outputs.append(
-                OutputError(name, 0.0 if same else float("inf"), 0.0 if same else float("inf"), value.shape)
+                OutputError(
+                    name,
+                    max_abs_error(value, other),
+                    mean_relative_error(value, other),
+                    tuple(value.shape),
+                    dtype_note,
+                    str(value.dtype),
+                    renamed,
+                )
             )
-            continue
-        outputs.append(
-            OutputError(
-                name, max_abs_error(value, other), mean_relative_error(value, other), tuple(value.shape)
-            )
-        )
-    notes += [f"new output '{n}'" for n in b if n not in a]
-    worst = max((o.mean_rel for o in outputs), default=0.0)
-    failed = safety is not Safety.CHANGES_SEMANTICS and any("gone" in n for n in notes)
-    if safety is Safety.EXACT and worst > tolerance:
-        failed = True
-        notes.append(f"an exact fix must stay within {tolerance:g} mean relative error; got {worst:.3g}")
-    return VerifyReport("failed" if failed else "ok", safety.value, outputs, "; ".join(notes), seed)
+        if dtype_note:
+            notes.append(f"output '{name}': {dtype_note}")
+            failed = failed or safety is Safety.EXACT
+        if safety is Safety.EXACT and value.dtype.kind not in "OUS":
+            limit = exact_threshold(value.dtype, rtol_fp32)
+            if outputs[-1].mean_rel > limit:
+                failed = True
+                notes.append(
+                    f"output '{name}': an exact fix must stay within {limit:g} mean relative error "
+                    f"({value.dtype}); got {outputs[-1].mean_rel:.3g} (max abs {outputs[-1].max_abs:.3g})"
+                )
+        elif safety is Safety.EXACT and outputs[-1].mean_rel > 0:
+            failed = True
+            notes.append(f"output '{name}': values differ")
+    return VerifyReport("failed" if failed else "ok", safety.value, outputs, "; ".join(notes), seed, shapes)

@@ -52,3 +52,73 @@ def test_user_feeds_are_used():
     feeds = {"x": np.full((4, 8), 3.0, np.float32)}
     r = verify(_scaled(2.0), _scaled(3.0), feeds=feeds, safety=Safety.CHANGES_SEMANTICS)
     assert r.outputs[0].max_abs == 3.0
+
+
+def _renamed(out_name: str):
+    #   x -> Mul(w=2) -> <out_name>
+    m = _scaled(2.0)
+    m.graph.node[0].output[0] = out_name
+    m.graph.output[0].name = out_name
+    return m
+
+
+def test_renamed_output_is_matched_by_position_and_reported():
+    r = verify(_scaled(2.0), _renamed("y2"))
+    assert r.status == "ok" and r.outputs[0].changed_name == "y2"
+    assert "output 'y' renamed to 'y2'" in r.message
+
+
+def test_removed_output_fails_an_exact_fix():
+    #   x -> Mul(w) -> y ; x -> Neg -> z   (the changed model drops z)
+    both = _scaled(2.0)
+    both.graph.node.append(helper.make_node("Neg", ["x"], ["z"]))
+    both.graph.output.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, [4, 8]))
+    r = verify(both, _scaled(2.0))
+    assert r.status == "failed" and "output 'z' removed" in r.message
+    assert verify(both, _scaled(2.0), safety=Safety.CHANGES_SEMANTICS).status == "ok"
+
+
+def test_integer_outputs_must_match_exactly():
+    #   x(int32) -> Add(c) -> y
+    def model(c):
+        g = helper.make_graph(
+            [helper.make_node("Add", ["x", "c"], ["y"])],
+            "g",
+            [helper.make_tensor_value_info("x", TensorProto.INT32, [1000])],
+            [helper.make_tensor_value_info("y", TensorProto.INT32, [1000])],
+            [numpy_helper.from_array(np.array(c, np.int32), "c")],
+        )
+        return helper.make_model(g, ir_version=8, opset_imports=[helper.make_opsetid("", 13)])
+
+    feeds = {"x": np.arange(1000, dtype=np.int32) * 100000}
+    r = verify(model(0), model(1), feeds=feeds)
+    assert r.status == "failed" and r.outputs[0].mean_rel < 1e-6  # tiny, but an integer result changed
+
+
+def test_nan_in_the_same_place_is_equal():
+    a = np.array([1.0, np.nan, np.inf])
+    assert mean_relative_error(a, a.copy()) == 0.0
+    assert mean_relative_error(a, np.array([1.0, 2.0, np.inf])) == np.inf
+
+
+def test_symbolic_dims_follow_the_frozen_model():
+    #   x[batch, 8] -> Mul(w) -> y ; changed: x[3, 8]
+    dyn, frozen = _scaled(2.0), _scaled(2.0)
+    dyn.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "batch"
+    r = verify(dyn, frozen)
+    assert r.status == "ok" and r.feeds == {"x": [4, 8]}
+    dyn_only = verify(dyn, dyn)
+    assert dyn_only.feeds == {"x": [1, 8]}  # symbolic dims default to 1
+    assert verify(dyn, dyn, dims={"batch": 5}).feeds == {"x": [5, 8]}
+
+
+def test_plugin_node_is_skipped_with_the_reason():
+    from surgery.fixes import get_fix
+
+    model = build("deform_conv_custom")
+    swapped = get_fix("plugin_swap")(
+        model, node="/dcn/MMCVModulatedDeformConv2d", plugin="ModulatedDeformConv2d"
+    )
+    r = verify(model, swapped, safety=Safety.CHANGES_SEMANTICS)
+    assert r.status == "skipped" and r.message.startswith("not verifiable with onnxruntime: ")
+    assert "not verified" in r.summary()
