@@ -140,7 +140,10 @@ DECOMPOSITIONS: dict[tuple[str, str], Callable] = {
     "decompose",
     safety=Safety.EXACT,
     summary="Replace an op by an exact composition of basic ops (Scaler, Compress, CenterCropPad, BitShift, Mish).",
-    params={"node": "key of the node to decompose"},
+    params={
+        "node": "node key (str) of the node to decompose; its op type picks the decomposition "
+        "(see DECOMPOSITIONS); outputs keep their names",
+    },
 )
 def decompose(model: ModelProto, node: str) -> ModelProto:
     out = copy_model(model)

@@ -13,7 +13,10 @@ from surgery.graph import GraphFacts
     "delete_node",
     safety=Safety.CHANGES_SEMANTICS,
     summary="Remove a node; its first input takes the place of its first output.",
-    params={"node": "key of the node to delete"},
+    params={
+        "node": "node key (str); refused unless its first input and first output have the same inferred "
+        "dtype and shape and its other outputs are unused",
+    },
 )
 def delete_node(model: ModelProto, node: str) -> ModelProto:
     out = copy_model(model)

@@ -33,8 +33,9 @@ def region_between(model: ModelProto, inputs: list[str], outputs: list[str]) -> 
     safety=Safety.CHANGES_SEMANTICS,
     summary="Keep only the part of the model between the given tensors (e.g. cut before an unsupported tail).",
     params={
-        "inputs": "tensor names that become the graph inputs",
-        "outputs": "tensor names that become the outputs",
+        "inputs": "list of tensor names that become the graph inputs (typed from shape inference)",
+        "outputs": "list of tensor names that become the graph outputs; every node needed to compute them "
+        "from `inputs` and constants is kept, a path from another graph input is refused",
     },
 )
 def extract_subgraph(model: ModelProto, inputs: list[str], outputs: list[str]) -> ModelProto:

@@ -216,10 +216,14 @@ def _remove_dead(graph: onnx.GraphProto, removable: set[int]) -> None:
     safety=Safety.EXACT,
     summary="Fold constant subgraphs (and shapes of statically shaped tensors) into initializers.",
     params={
-        "tensors": "fold only the chains that compute these tensors (default: every foldable tensor)",
-        "size_threshold": "do not materialise a folded tensor larger than this many bytes (default: no limit)",
-        "inline_if": "replace an If whose condition folds by the branch that runs (default: true)",
-        "base_dir": "folder of the model's external data (set by the workspace)",
+        "tensors": "list of tensor names: fold only the constant chains computing these, each into one "
+        "initializer, nothing else changes (default: the whole graph)",
+        "size_threshold": "int, bytes: a folded value larger than this is not materialised; its producers "
+        "stay (default: no limit)",
+        "inline_if": "bool: replace an If whose condition folds by the nodes of the branch that runs, "
+        "names prefixed with the If's name (default true; whole-graph mode only)",
+        "base_dir": "str: folder of the model's external data, read only for folded tensors (the "
+        "workspace sets it)",
     },
 )
 def fold_constants(model: ModelProto, tensors=None, size_threshold=None, inline_if=True, base_dir=None):
@@ -229,7 +233,18 @@ def fold_constants(model: ModelProto, tensors=None, size_threshold=None, inline_
         changed = _fold_once(out, tensors, size_threshold, inline_if, base_dir)
         if not changed or tensors is not None:
             break
+    _toposort_in_place(out.graph)
     return out
+
+
+def _toposort_in_place(graph: onnx.GraphProto) -> None:
+    """Stable topological order (file order among ready nodes); a no-op on a sorted graph."""
+    from surgery.graph import _toposort
+
+    producer = {o: i for i, n in enumerate(graph.node) for o in n.output if o}
+    order = _toposort(graph, producer)
+    if order != list(range(len(graph.node))):
+        _keep_nodes(graph, order)
 
 
 def _fold_once(model: ModelProto, tensors, size_threshold, inline_if, base_dir) -> bool:

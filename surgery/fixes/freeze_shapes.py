@@ -24,10 +24,10 @@ def _set_shape(vi: onnx.ValueInfoProto, dims: list[int]) -> None:
     safety=Safety.CHANGES_SEMANTICS,
     summary="Give inputs fixed shapes (by input, or by symbolic dim name), infer shapes again, fold constants.",
     params={
-        "shapes": "input name -> list of dims",
-        "dims": "symbolic dim name -> size, applied to every input that uses it",
-        "fold": "fold constants afterwards (default true)",
-        "base_dir": "folder of the model's external data (set by the workspace)",
+        "shapes": "dict input name -> list of int dims (the full shape; a dim already fixed must match)",
+        "dims": "dict symbolic dim name -> int size, applied to every input that uses that name",
+        "fold": "bool: fold constants afterwards, so Shape chains become initializers (default true)",
+        "base_dir": "str: folder of the model's external data (the workspace sets it)",
     },
 )
 def freeze_shapes(model: ModelProto, shapes=None, dims=None, fold=True, base_dir=None) -> ModelProto:

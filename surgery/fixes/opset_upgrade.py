@@ -12,7 +12,7 @@ from surgery.fixes._util import opset
     "opset_upgrade",
     safety=Safety.EXACT,
     summary="Convert the model to the target opset (onnx.version_converter).",
-    params={"target": "the ai.onnx opset to convert to"},
+    params={"target": "int: the ai.onnx opset to convert to (ir_version is raised if that opset needs it)"},
 )
 def opset_upgrade(model: ModelProto, target: int) -> ModelProto:
     if opset(model) == int(target):

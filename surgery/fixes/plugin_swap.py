@@ -14,6 +14,25 @@ from surgery.fixes import FixError, Safety, register
 from surgery.fixes._util import copy_model, find_node
 
 
+def _check_closed(model: ModelProto, region: list[int], outputs: list[str]) -> None:
+    """Every tensor made inside the region and read outside it must be one of the region's outputs."""
+    from surgery.graph import _all_inputs
+
+    inside = set(region)
+    made = {o: i for i in region for o in model.graph.node[i].output if o}
+    leaks = []
+    for j, n in enumerate(model.graph.node):
+        if j in inside:
+            continue
+        leaks += [x for x in _all_inputs(n) if x in made and x not in outputs]
+    leaks += [o.name for o in model.graph.output if o.name in made and o.name not in outputs]
+    if leaks:
+        raise FixError(
+            f"the region between the given tensors also feeds {sorted(set(leaks))} outside it, which one plugin "
+            "node would not produce. Note: add them to `outputs`, or choose a smaller region"
+        )
+
+
 def _attr_value(attr):
     return helper.get_attribute_value(attr)
 
@@ -23,14 +42,17 @@ def _attr_value(attr):
     safety=Safety.CHANGES_SEMANTICS,
     summary="Replace a node, or the region between tensors, by one plugin node (op type = plugin name).",
     params={
-        "node": "key of the node to replace (or give inputs and outputs)",
-        "inputs": "region inputs (tensor names), with outputs",
-        "outputs": "region outputs (tensor names), with inputs",
-        "plugin": "plugin name: the new node's op type",
-        "version": "plugin_version attribute (default '1')",
-        "namespace": "plugin_namespace attribute (default '')",
-        "domain": "the new node's domain (default '')",
-        "attributes": "new attribute name -> value, or '$old_name' to copy an attribute of the old node",
+        "node": "node key (str) of the one node to replace; or give `inputs` and `outputs` instead",
+        "inputs": "list of tensor names: the region's inputs, which become the plugin node's inputs in order",
+        "outputs": "list of tensor names: the region's outputs, which become the plugin node's outputs in "
+        "order; every tensor the region feeds outside must be listed",
+        "plugin": "str, required: the plugin name, used as the new node's op type (TensorRT's importer "
+        "looks the creator up by op type, plugin_version, plugin_namespace)",
+        "version": "str: the plugin_version attribute (default '1')",
+        "namespace": "str: the plugin_namespace attribute (default '')",
+        "domain": "str: the new node's domain (default ''; a non-empty one is added to the opset imports)",
+        "attributes": "dict new attribute name -> value, or '$old_name' to copy the old node's attribute "
+        "`old_name` (only with `node`); old attributes not named here are dropped",
     },
 )
 def plugin_swap(
@@ -55,6 +77,7 @@ def plugin_swap(
         from surgery.fixes.extract import region_between
 
         region = region_between(out, inputs, outputs)
+        _check_closed(out, region, outputs)
         ins, outs, name = list(inputs), list(outputs), f"{plugin}_region"
         old_attrs = {}
     else:

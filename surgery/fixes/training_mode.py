@@ -12,7 +12,10 @@ from surgery.fixes._util import bypass, copy_model
     "inference_mode",
     safety=Safety.CHANGES_SEMANTICS,
     summary="Remove Dropout and set BatchNormalization training_mode=0 (the model as exported in eval mode).",
-    params={"nodes": "only these node keys (default: every Dropout and training-mode BatchNormalization)"},
+    params={
+        "nodes": "list of node keys to change (default: every Dropout and every BatchNormalization in "
+        "training mode, i.e. training_mode=1 or, before opset 14, with running-statistics outputs)",
+    },
 )
 def inference_mode(model: ModelProto, nodes=None) -> ModelProto:
     out = copy_model(model)
@@ -33,13 +36,15 @@ def inference_mode(model: ModelProto, nodes=None) -> ModelProto:
             changed += 1
         elif node.op_type == "BatchNormalization" and not node.domain:
             attr = next((a for a in node.attribute if a.name == "training_mode"), None)
-            if attr is not None and attr.i:
+            # opset >= 14 says training_mode=1; opsets 9-13 say it with the extra outputs (mean, var, ...)
+            if (attr is not None and attr.i) or (attr is None and len([o for o in node.output if o]) > 1):
                 extra = [o for o in node.output[1:] if o]
                 if any(o in n.input for n in graph.node for o in extra) or any(
                     o.name in extra for o in graph.output
                 ):
                     raise FixError(f"BatchNormalization '{key}' has its running statistics outputs in use")
-                attr.CopyFrom(helper.make_attribute("training_mode", 0))
+                if attr is not None:
+                    attr.CopyFrom(helper.make_attribute("training_mode", 0))
                 del node.output[1:]
                 changed += 1
     if not changed:
