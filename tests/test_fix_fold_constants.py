@@ -1,0 +1,174 @@
+"""fold_constants: targeted folds (Resize scales, TopK K), whole-graph folds, constant If, static Shape,
+size_threshold, external data read only where folded, refusals."""
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from surgery.fixes import FixError, get_fix
+from surgery.graph import GraphFacts
+from surgery.samples import build
+from surgery.verify import verify
+
+fold = get_fix("fold_constants")
+
+
+def checked(m):
+    onnx.checker.check_model(m, full_check=True)
+    return m
+
+
+def _model(nodes, inputs, outputs, inits=(), opset=17):
+    g = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
+    return helper.make_model(g, ir_version=8, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def test_resize_scales_chain_becomes_one_initializer():
+    #   input -> Conv -> Resize(roi=Constant_3, scales=?) -> Relu -> output
+    #   scales = Concat_1(Constant, Cast(Concat(Unsqueeze(Constant_1), Unsqueeze(Constant_2))))
+    model = build("resize_scales_chain")
+    scales = "/up/Concat_1_output_0"
+    out = checked(fold(model, tensors=[scales]))
+    assert [n.name for n in out.graph.node] == [
+        "/conv/Conv",
+        "/up/Constant_3_output_0",
+        "/up/Resize",
+        "/relu/Relu",
+    ]
+    resize = next(n for n in out.graph.node if n.op_type == "Resize")
+    assert resize.input[2] == scales
+    inits = {t.name: numpy_helper.to_array(t) for t in out.graph.initializer}
+    assert inits[scales].tolist() == [1.0, 1.0, 2.0, 2.0]
+    assert set(inits) == {"conv.weight", scales}  # the chain's Constants are gone with it
+    report = verify(model, out)
+    assert report.status == "ok" and report.worst() == (0.0, 0.0)
+    assert model.graph.node[4].op_type == "Unsqueeze"  # the input model is untouched
+
+
+def test_topk_computed_k_folds_through_a_static_shape():
+    #   scores[1,16] -> Shape -> Slice[1:2] -> Div(2) -> k ; TopK(scores, k)
+    model = build("topk_computed_k")
+    out = checked(fold(model))
+    assert [n.op_type for n in out.graph.node] == ["TopK"]
+    k = {t.name: numpy_helper.to_array(t) for t in out.graph.initializer}["k"]
+    assert k.tolist() == [8]
+    assert verify(model, out).status == "ok"
+
+
+def test_if_with_constant_condition_is_inlined_with_unique_names():
+    #   input -> ReduceSum -> x_sum ; cond = Greater(1, 0) ; If(cond){then: Identity(x_sum) | else: Reshape}
+    model = build("if_branch_shapes")
+    out = checked(fold(model))
+    ops = [n.op_type for n in out.graph.node]
+    assert "If" not in ops and "Greater" not in ops and "Reshape" not in ops
+    names = [n.name for n in out.graph.node]
+    assert "/if/If/then//if/then/Identity" in names and len(set(names)) == len(names)
+    assert verify(model, out).status == "ok"
+
+
+def test_whole_graph_fold_keeps_partly_dynamic_shapes_and_picks_static_dims():
+    #   x[N,6] -> Shape -> Gather(1) -> c (=6, static) ; Reshape(x, Concat([-1], c))
+    #   x -> Shape -> Gather(0) stays (N is dynamic)
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"], name="shape"),
+        helper.make_node("Gather", ["s", "one"], ["c"], name="gather_c", axis=0),
+        helper.make_node("Concat", ["m1", "c"], ["shp"], name="concat", axis=0),
+        helper.make_node("Reshape", ["x", "shp"], ["y"], name="reshape"),
+        helper.make_node("Gather", ["s", "zero"], ["n"], name="gather_n", axis=0),
+    ]
+    model = _model(
+        nodes,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 6])],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 6]),
+            helper.make_tensor_value_info("n", TensorProto.INT64, [1]),
+        ],
+        [
+            numpy_helper.from_array(np.array([1], np.int64), "one"),
+            numpy_helper.from_array(np.array([0], np.int64), "zero"),
+            numpy_helper.from_array(np.array([-1], np.int64), "m1"),
+        ],
+    )
+    out = checked(fold(model))
+    assert [n.name for n in out.graph.node] == ["shape", "reshape", "gather_n"]
+    assert numpy_helper.to_array(next(t for t in out.graph.initializer if t.name == "shp")).tolist() == [
+        -1,
+        6,
+    ]
+    assert verify(model, out, dims={"N": 3}).status == "ok"
+
+
+def _big_chain(n: int = 64):
+    #   c[n,n] -> Mul(2) -> Add(1) -> big ; y = x + big
+    nodes = [
+        helper.make_node("Mul", ["c", "two"], ["m"], name="mul"),
+        helper.make_node("Add", ["m", "one"], ["big"], name="add"),
+        helper.make_node("Add", ["x", "big"], ["y"], name="use"),
+    ]
+    return _model(
+        nodes,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, n])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, n])],
+        [
+            numpy_helper.from_array(np.arange(n * n, dtype=np.float32).reshape(n, n), "c"),
+            numpy_helper.from_array(np.array(2, np.float32), "two"),
+            numpy_helper.from_array(np.array(1, np.float32), "one"),
+        ],
+    )
+
+
+def test_size_threshold_leaves_large_results_unmaterialised():
+    model = _big_chain(64)  # 16 KiB result
+    kept = checked(fold(model, size_threshold=1024))
+    assert [n.name for n in kept.graph.node] == ["mul", "add", "use"]
+    folded = checked(fold(model, size_threshold=1 << 20))
+    assert [n.name for n in folded.graph.node] == ["use"]
+    assert verify(model, folded).status == "ok"
+
+
+def test_result_is_topologically_sorted():
+    model = _big_chain(4)
+    nodes = list(model.graph.node)
+    del model.graph.node[:]
+    model.graph.node.extend([nodes[2], nodes[1], nodes[0]])  # reversed: not sorted
+    model.graph.node.append(helper.make_node("Relu", ["y"], ["z"], name="relu"))
+    model.graph.output[0].name = "z"
+    out = checked(fold(model, size_threshold=0))  # nothing materialised: only the order is fixed
+    assert [n.name for n in out.graph.node] == ["mul", "add", "use", "relu"]
+
+
+def test_external_weights_are_read_only_for_folded_tensors(tmp_path):
+    #   W (external, not folded) + x ; chain c (external) -> Mul(2) -> Add(1) -> big
+    from onnx.external_data_helper import convert_model_to_external_data
+
+    model = _big_chain(8)
+    model.graph.initializer.append(numpy_helper.from_array(np.ones((8, 8), np.float32), "W"))
+    model.graph.node.append(helper.make_node("Add", ["y", "W"], ["z"], name="plus_w"))
+    model.graph.output[0].name = "z"
+    convert_model_to_external_data(model, all_tensors_to_one_file=False, size_threshold=128)
+    onnx.save_model(model, str(tmp_path / "m.onnx"))
+    (tmp_path / "W").unlink()  # W's weights are gone: folding must not need them
+    proto = onnx.load(str(tmp_path / "m.onnx"), load_external_data=False)
+    out = fold(proto, base_dir=str(tmp_path))
+    assert [n.name for n in out.graph.node] == ["use", "plus_w"]
+    w = next(t for t in out.graph.initializer if t.name == "W")
+    assert w.data_location == TensorProto.EXTERNAL  # still a reference, never read
+    big = numpy_helper.to_array(next(t for t in out.graph.initializer if t.name == "big"))
+    assert np.array_equal(big, np.arange(64, dtype=np.float32).reshape(8, 8) * 2 + 1)
+
+
+def test_refuses_a_tensor_that_depends_on_an_input():
+    model = build("resize_scales_chain")
+    with pytest.raises(
+        FixError, match="'conv_out' is not computed only from constants.*freeze the input shapes"
+    ):
+        fold(model, tensors=["conv_out"])
+
+
+def test_fold_is_idempotent():
+    model = build("resize_scales_chain")
+    once = fold(model)
+    twice = fold(once)
+    assert len(twice.graph.node) == len(once.graph.node) == 3
+    assert GraphFacts.of(twice).constant == GraphFacts.of(once).constant
