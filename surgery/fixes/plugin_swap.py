@@ -4,6 +4,10 @@ The TensorRT ONNX parser imports an op it has no importer for through its plugin
 plugin creator by the node's op type, the `plugin_version` attribute (default "1") and `plugin_namespace`
 (default ""). The new node keeps the inputs and outputs; attributes are mapped by `attributes`: a value, or
 "$name" to copy the old node's attribute `name`.
+
+With the default domain "" the result is what TensorRT's importer matches, but onnx.checker rejects it ("No Op
+registered for <plugin>"): pass `domain` (e.g. "trt.plugins") for a model that also passes the checker. Neither
+form runs in onnxruntime, so verification reports it as not verifiable.
 """
 
 from __future__ import annotations
