@@ -53,14 +53,65 @@ VERSIONS = {
         f"{UPSTREAM} (the version headed 'TensorRT 10.15', Changelog 'TensorRT 10.15 GA Release - 2026-2-2')",
         "",
     ),
+    "11.0": (
+        "10.15",
+        f"{UPSTREAM} 10.15 table + NVIDIA/TensorRT CHANGELOG.md 11.0 GA (2026-6-2)",
+        "no 11.x table published: the 10.15 table plus the 11.0 changelog's parser additions",
+    ),
     "11.1": (
         "10.15",
-        f"{UPSTREAM} 10.15 table + NVIDIA/TensorRT CHANGELOG.md 11.0 GA / 11.1 GA",
-        "no 11.x table published: the 10.15 table plus the 11.0 changelog's additions (Swish)",
+        f"{UPSTREAM} 10.15 table + NVIDIA/TensorRT CHANGELOG.md 11.0 GA / 11.1 GA (2026-6-24, commit 82d1dca)",
+        "no 11.x table published: the 10.15 table plus the 11.0/11.1 changelogs' parser additions",
     ),
 }
-ADDED = {"11.1": {"Swish": "NVIDIA/TensorRT CHANGELOG.md, 11.0 GA (2026-6-2): Swish operator support"}}
+_CL11 = "NVIDIA/TensorRT CHANGELOG.md, 11.0 GA (2026-6-2)"
+_ADDED_11 = {
+    "Swish": f"{_CL11}: Swish operator support",
+    "TRT_Attention": f"{_CL11}: custom op TRT_Attention (schema: onnx/onnx-tensorrt docs/TRT_custom_ops.md)",
+    "TRT_MoE": f"{_CL11}: custom op TRT_MoE",
+    "TRT_KVCacheUpdate": f"{_CL11}: custom op TRT_KVCacheUpdate (schema: docs/TRT_custom_ops.md)",
+}
+ADDED = {"11.0": _ADDED_11, "11.1": _ADDED_11}
+# the data-type names of the tables' header line -> ONNX TensorProto names
+DTYPES = {
+    "DOUBLE": "DOUBLE",
+    "FLOAT32": "FLOAT",
+    "FLOAT16": "FLOAT16",
+    "BFLOAT16": "BFLOAT16",
+    "FP8": "FLOAT8E4M3FN",
+    "FP4": "FLOAT4E2M1",
+    "INT32": "INT32",
+    "INT64": "INT64",
+    "INT8": "INT8",
+    "INT4": "INT4",
+    "UINT8": "UINT8",
+    "BOOL": "BOOL",
+}
+# "`axes` must be an initializer", "`K` input must be an initializer", "`min` and `max` clip values must be
+# initializers", "`depth` must be a build-time constant", "`axes` must be resolvable to a constant."
+CONST_SENTENCE = re.compile(
+    r"([^.]*?)must be (?:an? )?(initializers?|build-time constant|constant tensor|resolvable to a constant)"
+)
 ROW = re.compile(r"^\|\s*([A-Za-z][A-Za-z0-9_]*)\s*\|\s*([YN])\b[^|]*\|?([^|]*)\|?([^|]*)")
+
+
+def data_types(text: str) -> list[str]:
+    """The ONNX data types a table says TensorRT takes, its 'limited support' notes included (cast down)."""
+    m = re.search(r"supports the following ONNX data types: ([^\n]*)", text)
+    names = re.findall(r"[A-Z][A-Z0-9]+", m.group(1)) if m else []
+    limited = re.search(r"limited support for ([^.]*) types?", text)
+    names += re.findall(r"[A-Z][A-Z0-9]+", limited.group(1)) if limited else []
+    return sorted({DTYPES[n] for n in names if n in DTYPES})
+
+
+def const_inputs(restrictions: str) -> list[dict]:
+    """Inputs a row's restrictions say must be initializers / build-time constants, with the row's words."""
+    out = []
+    for m in CONST_SENTENCE.finditer(restrictions):
+        kind = "initializer" if m.group(2).startswith("initializer") else "build-time constant"
+        for name in re.findall(r"`(\w+)`", m.group(1)):
+            out.append({"input": name, "kind": kind, "text": m.group(0).strip()})
+    return out
 
 
 def parse_table(path: Path) -> tuple[dict, tuple[int, int]]:
@@ -73,10 +124,12 @@ def parse_table(path: Path) -> tuple[dict, tuple[int, int]]:
     for line in text.splitlines():
         r = ROW.match(line)
         if r:
+            restrictions = r.group(4).strip().replace("<br />", " ")
             ops[r.group(1)] = {
                 "supported": r.group(2) == "Y",
                 "types": r.group(3).strip(),
-                "restrictions": r.group(4).strip().replace("<br />", " "),
+                "restrictions": restrictions,
+                "const_inputs": const_inputs(restrictions),
             }
     return ops, opsets
 
@@ -95,11 +148,12 @@ def main() -> None:
     for version, (tag, source, note) in VERSIONS.items():
         ops, (lo, hi) = parse_table(ref / f"ops_{tag}.md")
         for op, why in ADDED.get(version, {}).items():
-            ops[op] = {"supported": True, "types": "", "restrictions": "", "source": why}
+            ops[op] = {"supported": True, "types": "", "restrictions": "", "const_inputs": [], "source": why}
         data["versions"][version] = {
             "table": tag,
             "source": source,
             "note": note,
+            "data_types": data_types((ref / f"ops_{tag}.md").read_text()),
             "min_opset": lo,
             "max_opset": hi,
             "ops": ops,

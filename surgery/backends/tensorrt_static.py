@@ -19,6 +19,7 @@ from functools import cache
 from pathlib import Path
 
 import numpy as np
+import onnx
 from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 
 from surgery.backends.base import Availability, BuildOptions, BuildReport, Evidence, Report, Status, Verdict
@@ -27,25 +28,39 @@ from surgery.graph import GraphFacts, opset_of
 DATA = Path(__file__).resolve().parent / "data" / "tensorrt_support.json"
 ERRORS = "shared/reference/tensorrt-parser-errors.md"
 PLUGIN_MSG = 'creator && "Plugin not found, are the plugin name, version, and namespace correct?"'
-# Standard plugins the parser's fallback importer finds by op type (plugin library loaded), with the first
-# TensorRT version that ships each. Source: NVIDIA/TensorRT plugin/README.md and CHANGELOG.md per release.
+PLUGIN_README = "NVIDIA/TensorRT plugin/README.md"
+# Standard plugins the fallback importer finds by op type (standard plugin library loaded): first version, source.
 STANDARD_PLUGINS = {
-    "ModulatedDeformConv2d": "8.6",
-    "EfficientNMS_TRT": "8.0",
-    "BatchedNMS_TRT": "8.0",
-    "BatchedNMSDynamic_TRT": "8.0",
-    "ROIAlign_TRT": "8.5",
-    "MultilevelCropAndResize_TRT": "8.0",
-    "PyramidROIAlign_TRT": "8.0",
-    "GridAnchor_TRT": "8.0",
-    "InstanceNormalization_TRT": "8.0",
-    "ScatterND": "8.0",
-    "Proposal": "8.0",
-    "ResizeNearest_TRT": "8.0",
-    "Region_TRT": "8.0",
-    "Reorg_TRT": "8.0",
-    "NMS_TRT": "8.0",
+    "ModulatedDeformConv2d": (
+        "8.6",
+        "NVIDIA/TensorRT release/8.6 plugin/modulatedDeformConvPlugin; the 10.10 DeformConv importer creates it "
+        f"(importerUtils.cpp:1255) — {ERRORS} §1b",
+    ),
+    "ROIAlign_TRT": (
+        "8.5",
+        f"{PLUGIN_README} @ release/8.5 (roiAlignPlugin); RoiAlign importer onnxOpImporters.cpp:5196 @ 10.10 — "
+        f"{ERRORS} §1b",
+    ),
+    "InstanceNormalization_TRT": (
+        "8.0",
+        f"{PLUGIN_README} @ release/8.0 (instanceNormalizationPlugin); importerUtils.cpp:1381 @ 10.10 — "
+        f"{ERRORS} §1b",
+    ),
+    "EfficientNMS_TRT": ("8.0", f"{PLUGIN_README} @ release/8.0 (efficientNMSPlugin)"),
+    "BatchedNMS_TRT": ("8.0", f"{PLUGIN_README} @ release/8.0 (batchedNMSPlugin)"),
+    "BatchedNMSDynamic_TRT": ("8.0", f"{PLUGIN_README} @ release/8.0 (batchedNMSPlugin)"),
+    "MultilevelCropAndResize_TRT": ("8.0", f"{PLUGIN_README} @ release/8.0 (multilevelCropAndResizePlugin)"),
+    "PyramidROIAlign_TRT": ("8.0", f"{PLUGIN_README} @ release/8.0 (pyramidROIAlignPlugin)"),
+    "GridAnchor_TRT": ("8.0", f"{PLUGIN_README} @ release/8.0 (gridAnchorPlugin)"),
+    "ResizeNearest_TRT": ("8.0", f"{PLUGIN_README} @ release/8.0 (resizeNearestPlugin)"),
+    "Region_TRT": ("8.0", f"{PLUGIN_README} @ release/8.0 (regionPlugin)"),
+    "Reorg_TRT": ("8.0", f"{PLUGIN_README} @ release/8.0 (reorgPlugin)"),
+    "NMS_TRT": ("8.0", f"{PLUGIN_README} @ release/8.0 (nmsPlugin)"),
 }
+RTX = "TensorRT-RTX 1.7.1 parser, observed by bench/static_vs_rtx.py"
+MSGS = "shared/reference/tensorrt-parser-messages-10.10.txt"
+CHECKERS = "onnxOpCheckers.cpp @ 10.10-GA (commit 3b9c961)"
+IMPORTERS = "onnxOpImporters.cpp @ 10.10-GA (commit 3b9c961)"
 
 
 def _vt(v: str) -> tuple[int, ...]:
@@ -58,7 +73,7 @@ def support_data() -> dict:
 
 
 SUPPORTED_VERSIONS = sorted(json.loads(DATA.read_text())["versions"], key=_vt)
-ALIASES = {"9": "9.3", "10": "10.15", "11": "11.1", "11.0": "11.1"}
+ALIASES = {"8": "8.6", "9": "9.3", "10": "10.15", "11": "11.1"}
 
 
 def resolve_version(version: str) -> str:
@@ -97,12 +112,30 @@ def _weights(facts: GraphFacts, name: str) -> bool:
     return p is not None and p.op_type == "Constant"
 
 
+def _build_time_constant(facts: GraphFacts, name: str) -> bool:
+    """Weights, or computable from constants only (what 10.x resolves by folding its shape tensors)."""
+    return _weights(facts, name) or facts.is_constant(name)
+
+
 def _attr(node: NodeProto, name: str, default=None):
     for a in node.attribute:
         if a.name == name:
             v = helper.get_attribute_value(a)
             return v.decode() if isinstance(v, bytes) else v
     return default
+
+
+def _dtype(facts: GraphFacts, name: str) -> str:
+    """ONNX type name of a tensor ('' when unknown)."""
+    if not name:
+        return ""
+    t = facts.info(name).dtype
+    return TensorProto.DataType.Name(t) if t else ""
+
+
+def _trt_dtype(onnx_name: str) -> str:
+    """The TensorRT spelling the parser prints in its messages (getTrtDtypeName)."""
+    return {"DOUBLE": "FLOAT", "FLOAT16": "HALF", "BFLOAT16": "BF16"}.get(onnx_name, onnx_name)
 
 
 def _resize_scales(node, facts):
@@ -129,18 +162,36 @@ def _squeeze_dynamic(node, facts):
     return None
 
 
-def _int64_data(node, facts):
-    """INT64 constants outside the INT32 range that carry data (a Slice bound of INT64_MAX is harmless)."""
-    i32 = np.iinfo(np.int32)
+_I32 = np.iinfo(np.int32)
+
+
+def _int64_out_of_range(facts: GraphFacts, node: NodeProto):
+    """(input index, name, values) of INT64 constants of `node` outside the INT32 range."""
     for k, x in enumerate(node.input):
         t = facts.initializers.get(x)
+        if t is None:
+            p = facts.producer_of(x) if x else None
+            t = _constant_value(p) if p is not None and p.op_type == "Constant" else None
         if t is None or t.data_type != TensorProto.INT64 or t.data_location == TensorProto.EXTERNAL:
             continue
         a = numpy_helper.to_array(t)
-        if a.size and (a.max() > i32.max or a.min() < i32.min):
-            if node.op_type == "Slice" and k in (1, 2):
-                continue
-            return f"'{x}' = {a.reshape(-1)[:4].tolist()} is clamped to the INT32 range, changing results"
+        if a.size and (a.max() > _I32.max or a.min() < _I32.min):
+            yield k, x, a.reshape(-1)[:4].tolist()
+
+
+def _constant_value(node: NodeProto) -> TensorProto | None:
+    for a in node.attribute:
+        if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
+            return a.t
+    return None
+
+
+def _int64_data(node, facts):
+    """INT64 constants outside the INT32 range that carry data (a Slice bound of INT64_MAX is harmless)."""
+    for k, x, values in _int64_out_of_range(facts, node):
+        if node.op_type == "Slice" and k in (1, 2):
+            continue
+        return f"'{x}' = {values} is clamped to the INT32 range, changing results"
     return None
 
 
@@ -161,8 +212,12 @@ def _pool_dilations(node, facts):
     return f"dilations {d}" if d and any(x != 1 for x in d) else None
 
 
-def _resize_antialias(node, facts):
-    return "antialias=1" if _attr(node, "antialias", 0) else None
+def _attr_is(name: str, allowed: tuple, default):
+    def check(node, facts):
+        v = _attr(node, name, default)
+        return None if v in allowed else f"{name}={v!r}"
+
+    return check
 
 
 def _if_ranks(node, facts):
@@ -182,6 +237,85 @@ def _unshaped_input(node, facts):
     for x in node.input:
         if x in facts.graph_inputs and facts.info(x).shape is None:
             return f"graph input '{x}' has no shape"
+    return None
+
+
+def _extra_outputs(node, facts):
+    extra = [o for o in node.output[1:] if o]
+    return f"outputs {extra} are used" if extra else None
+
+
+def _attention_outputs(node, facts):
+    n = len([o for o in node.output if o])
+    return f"{n} outputs" if n > 1 else None
+
+
+def _lp_p(node, facts):
+    p = _attr(node, "p")  # the parser reads no ONNX default for LpPool: a missing p fails (observed in RTX)
+    if node.op_type == "LpNormalization" and p is None:
+        p = 2
+    return None if p in (1, 2) else f"p={p}"
+
+
+def _resize_axes(node, facts):
+    axes = _attr(node, "axes")
+    rank = facts.info(node.input[0]).rank
+    scales = len(node.input) > 2 and node.input[2]
+    if axes is None or not scales or rank is None:
+        return None
+    norm = [a % rank for a in axes]
+    return None if norm == list(range(rank)) else f"axes={list(axes)} with a scales input (rank {rank})"
+
+
+def _scatter_reduction(node, facts):
+    r = _attr(node, "reduction", "none")
+    return None if r == "none" else f"reduction={r!r}"
+
+
+def _mod_float(node, facts):
+    t = _dtype(facts, node.input[0])
+    if _attr(node, "fmod", 0) == 0 and t in ("FLOAT", "FLOAT16", "BFLOAT16", "DOUBLE"):
+        return f"The current input type is {_trt_dtype(t)}."
+    return None
+
+
+def _clip_type(node, facts):
+    t = _dtype(facts, node.input[0])
+    if t and t not in ("FLOAT", "FLOAT16", "BFLOAT16", "DOUBLE", "INT32", "INT64"):
+        return f"The current input type is {_trt_dtype(t)}."
+    return None
+
+
+def _range_type(node, facts):
+    t = _dtype(facts, node.input[0])
+    return f"input type {t}" if t in ("FLOAT16", "BFLOAT16") else None
+
+
+def _range_float_runtime(node, facts):
+    if _dtype(facts, node.input[0]) not in ("FLOAT", "DOUBLE"):
+        return None
+    computed = [x for x in node.input[:3] if x and not _weights(facts, x)]
+    return f"float inputs {computed} are not initializers" if computed else None
+
+
+# inputs that TensorRT takes as shape tensors: a float network input cannot be one
+SHAPE_TENSOR_INPUTS = {
+    "Resize": (2, 3),
+    "Upsample": (1,),
+    "Range": (0, 1, 2),
+    "OneHot": (1,),
+    "Reshape": (1,),
+    "Expand": (1,),
+    "Tile": (1,),
+    "ConstantOfShape": (0,),
+}
+
+
+def _float_network_shape_input(node, facts):
+    for k in SHAPE_TENSOR_INPUTS.get(node.op_type, ()):
+        x = node.input[k] if len(node.input) > k else ""
+        if x in facts.graph_inputs and _dtype(facts, x) in ("FLOAT", "FLOAT16", "DOUBLE", "BFLOAT16"):
+            return f"Network input {x} is a shape tensor and must have type Int32 or Int64. Type is Float."
     return None
 
 
@@ -272,7 +406,7 @@ CONSTRAINTS = [
         "Assertion failed: !trainingMode[0]: TensorRT does not support the Dropout operator in training mode.",
         f"docs/operators.md 10.15 Dropout row; TensorRT-RTX 1.7 parser text — {ERRORS} row 21",
         _dropout_training,
-        ("dropout-training-mode", "inference-mode"),
+        ("inference-mode",),
     ),
     Constraint(
         "batchnorm-training",
@@ -294,7 +428,7 @@ CONSTRAINTS = [
         "UNSUPPORTED_NODE",
         "poolingCheckHelper",
         '(dilations[i] == 1) && "This version of TensorRT does not support dilations other than 1."',
-        f"onnxOpCheckers.cpp @ 10.10-GA — {ERRORS} row 18",
+        f"onnxOpCheckers.cpp @ 10.10-GA; docs/operators.md MaxPool/AveragePool/LpPool rows — {ERRORS} row 18",
         _pool_dilations,
     ),
     Constraint(
@@ -306,7 +440,198 @@ CONSTRAINTS = [
         "checkResize",
         '(antialias == 0) && "Antialiasing is not supported currently."',
         f"onnxOpCheckers.cpp @ 10.10-GA; docs 10.15 Resize row — {ERRORS} row 19",
-        _resize_antialias,
+        _attr_is("antialias", (0,), 0),
+    ),
+    Constraint(
+        "resize-keep-aspect-ratio",
+        ("Resize",),
+        "9.0",
+        "11.1",
+        "UNSUPPORTED_NODE_ATTR",
+        "checkResize",
+        '(keep_aspect_ratio_policy == "stretch") && "Only `stretch` is supported currently as '
+        '`keep_aspect_ratio_policy`."',
+        f"{CHECKERS} line 630 ({MSGS}); docs 10.15 Resize row — {ERRORS} row 19",
+        _attr_is("keep_aspect_ratio_policy", ("stretch",), "stretch"),
+    ),
+    Constraint(
+        "resize-transformation-mode",
+        ("Resize",),
+        "9.3",
+        "11.1",
+        "UNSUPPORTED_NODE",
+        "checkResize",
+        '(transformationMode == "align_corners" || transformationMode == "tf_half_pixel_for_nn" || '
+        'transformationMode == "pytorch_half_pixel" || transformationMode == "half_pixel" || '
+        'transformationMode == "asymmetric") && "TensorRT only supports half_pixel, pytorch_half_pixel, '
+        'tf_half_pixel_for_nn, asymmetric and " "align_corners transformation modes!"',
+        f"{CHECKERS} line 617 ({MSGS}); docs 10.15 Resize row",
+        _attr_is(
+            "coordinate_transformation_mode",
+            ("align_corners", "tf_half_pixel_for_nn", "pytorch_half_pixel", "half_pixel", "asymmetric"),
+            "half_pixel",
+        ),
+    ),
+    Constraint(
+        "resize-axes-iota",
+        ("Resize",),
+        "10.0",
+        "11.1",
+        "UNSUPPORTED_NODE",
+        "importResize",
+        "Assertion failed: !axesInterlacingNeeded: Currently, `axes` attribute is supported with `scales` "
+        "tensor only when it's trivial i.e. it's an iota vector of same length as input rank.",
+        f"{IMPORTERS} line 4894 ({MSGS}); docs 10.15 Resize row",
+        _resize_axes,
+    ),
+    Constraint(
+        "float-network-input-shape-tensor",
+        tuple(SHAPE_TENSOR_INPUTS),
+        "9.0",
+        "11.1",
+        "INVALID_NODE",
+        "parseNode",
+        "Invalid Node - {node}\nITensor::getDimensions: Error Code 4: API Usage Error",
+        f"{RTX}; ≤ 8.6: 'network input that is shape tensor must have type Int32' — {ERRORS} row 12",
+        _float_network_shape_input,
+    ),
+    Constraint(
+        "float-network-input-shape-tensor-8",
+        tuple(SHAPE_TENSOR_INPUTS),
+        "7.0",
+        "8.6",
+        "INVALID_NODE",
+        "parseNode",
+        "network input that is shape tensor must have type Int32",
+        f"TensorRT validation ≤ 8.6 — {ERRORS} row 12",
+        _float_network_shape_input,
+    ),
+    Constraint(
+        "range-float-initializers",
+        ("Range",),
+        "7.0",
+        "11.1",
+        "UNSUPPORTED_NODE",
+        "importRange",
+        "Floating point inputs are only supported if `start`, `limit`, and `delta` inputs are initializers",
+        f"docs/operators.md 8.0–8.2 Range row; still refused in 10.x ({RTX})",
+        _range_float_runtime,
+    ),
+    Constraint(
+        "range-type",
+        ("Range",),
+        "9.0",
+        "11.1",
+        "UNSUPPORTED_NODE",
+        "importRange",
+        "Assertion failed: (isInt32 || isInt64 || isFp32): This version of TensorRT only supports int32, int64, "
+        "and float input types for Range!",
+        f"{IMPORTERS} line 4460 ({MSGS})",
+        _range_type,
+    ),
+    Constraint(
+        "clip-type",
+        ("Clip",),
+        "9.0",
+        "11.1",
+        "UNSUPPORTED_NODE",
+        "importClip",
+        "Assertion failed: (type == DataType::kFLOAT || type == DataType::kHALF || type == DataType::kBF16 || "
+        "type == DataType::kINT32 || type == DataType::kINT64): This version of TensorRT only supports "
+        "floating-point, INT32, or INT64 inputs for Clip!",
+        f"{IMPORTERS} line 647 ({MSGS})",
+        _clip_type,
+    ),
+    Constraint(
+        "mod-fmod-float",
+        ("Mod",),
+        "8.5",
+        "11.1",
+        "UNSUPPORTED_NODE_DATATYPE",
+        "importMod",
+        "Assertion failed: (input0->getType() == DataType::kINT32 || input0->getType() == DataType::kINT64): "
+        "The fmod attribute is set to 0. Inputs cannot be of floating point types.",
+        f"{IMPORTERS} line 3916 ({MSGS})",
+        _mod_float,
+    ),
+    Constraint(
+        "scatternd-reduction",
+        ("ScatterND",),
+        "8.2",
+        "11.1",
+        "UNSUPPORTED_NODE_ATTR",
+        "importScatterND",
+        'Assertion failed: mode == "none": ScatterND with reduction is not supported.',
+        f"{IMPORTERS} line 5427 ({MSGS}); docs 10.15 ScatterND row — {ERRORS} row 20",
+        _scatter_reduction,
+    ),
+    Constraint(
+        "lp-p",
+        ("LpPool", "LpNormalization"),
+        "9.3",
+        "11.1",
+        "UNSUPPORTED_NODE",
+        "checkLpPool",
+        '(p == 1 || p == 2) && "Only L1 and L2 normalization are supported."',
+        f"{CHECKERS} lines 481/490 ({MSGS})",
+        _lp_p,
+    ),
+    Constraint(
+        "layernorm-one-output",
+        ("LayerNormalization",),
+        "9.3",
+        "11.1",
+        "UNSUPPORTED_NODE",
+        "emptyOutputChecker",
+        "This version of TensorRT doesn't support mode than 1 outputs for LayerNormalization nodes!",
+        f"docs 10.15 LayerNormalization row ('Only the first output `Y` is supported'); text: {RTX}",
+        _extra_outputs,
+    ),
+    Constraint(
+        "maxpool-indices",
+        ("MaxPool",),
+        "9.3",
+        "11.1",
+        "UNSUPPORTED_NODE",
+        "emptyOutputChecker",
+        "This version of TensorRT doesn't support mode than 1 outputs for MaxPool nodes!",
+        f"docs 10.15 MaxPool row ('`Indices` output tensor unsupported'); text: {RTX}",
+        _extra_outputs,
+    ),
+    Constraint(
+        "attention-one-output",
+        ("Attention",),
+        "10.15",
+        "11.1",
+        "INVALID_NODE",
+        "importAttention",
+        "Assertion failed: node.output().size() == 1: TensorRT only supports Attention nodes with one output.",
+        f"docs 10.15 Attention row (present_key, present_value, qk_matmul_output unsupported); text: {RTX}",
+        _attention_outputs,
+    ),
+    Constraint(
+        "attention-softcap",
+        ("Attention",),
+        "10.15",
+        "11.1",
+        "UNSUPPORTED_NODE",
+        "checkAttention",
+        'softcap == 0.0 && "Setting softcap is not supported in TensorRT Attention."',
+        f"docs 10.15 Attention row (`softcap` unsupported); text: {RTX}",
+        lambda node, facts: None if not _attr(node, "softcap", 0.0) else f"softcap={_attr(node, 'softcap')}",
+    ),
+    Constraint(
+        "attention-softmax-precision",
+        ("Attention",),
+        "10.15",
+        "11.1",
+        "UNSUPPORTED_NODE",
+        "checkAttention",
+        '!hasSoftmaxPrecision && "Setting softmax precision is not supported in TensorRT Attention."',
+        f"{RTX}",
+        lambda node, facts: (
+            "softmax_precision is set" if _attr(node, "softmax_precision") is not None else None
+        ),
     ),
     Constraint(
         "if-branch-ranks",
@@ -315,7 +640,7 @@ CONSTRAINTS = [
         "11.1",
         "INVALID_NODE",
         "importIf",
-        "Invalid Node - If\nIIfConditionalOutputLayer inputs must have the same shape.",
+        "Invalid Node - {node}\nIIfConditionalOutputLayer inputs must have the same shape.",
         f"docs/operators.md 10.15 If row (same rank); TensorRT IIfConditional validation — {ERRORS} row 10",
         _if_ranks,
         ("fold-constant-if",),
@@ -333,7 +658,92 @@ CONSTRAINTS = [
         ("freeze-unshaped-input",),
     ),
 ]
-STANDARD_DOMAINS = ("", "ai.onnx")
+CONSTRAINT_BY_ID = {c.id: c for c in CONSTRAINTS}
+# ops whose table restriction on a constant input is checked by a dedicated constraint above
+DEDICATED_CONST = {"TopK", "Clip", "Conv", "ConvTranspose", "Dropout", "Resize", "Upsample", "Squeeze"}
+
+# The parser's own words for a table restriction "`<input>` must be an initializer / a build-time constant",
+# by op family and version range: (ops, since, until, code, func, message, source)
+CONST_INPUT_TEXTS = [
+    (
+        ("Squeeze", "Unsqueeze"),
+        "10.10",
+        "11.1",
+        "INVALID_NODE",
+        "parseNode",
+        "Invalid Node - {node}\nITensor::getDimensions: Error Code 4: Shape Error ({lower} axis is not a constant)",
+        f"{RTX}; docs 10.10+ {{op}} row — {ERRORS} row 9",
+    ),
+    (
+        (
+            "ReduceL1",
+            "ReduceL2",
+            "ReduceLogSum",
+            "ReduceLogSumExp",
+            "ReduceMax",
+            "ReduceMean",
+            "ReduceMin",
+            "ReduceProd",
+            "ReduceSum",
+            "ReduceSumSquare",
+        ),
+        "10.15",
+        "11.1",
+        "UNSUPPORTED_NODE",
+        "getReduceAxisMask",
+        "Assertion failed: resolvedWeights(axesWeights): Axis input must resolve to a build-time constant (an "
+        "initializer or a constant-foldable subgraph)!",
+        f"{RTX} (the 10.10 text differs); docs 10.15 {{op}} row",
+    ),
+    (
+        (
+            "ReduceL1",
+            "ReduceL2",
+            "ReduceLogSum",
+            "ReduceLogSumExp",
+            "ReduceMax",
+            "ReduceMean",
+            "ReduceMin",
+            "ReduceProd",
+            "ReduceSum",
+            "ReduceSumSquare",
+        ),
+        "7.0",
+        "10.14",
+        "UNSUPPORTED_NODE",
+        "parseReduce",
+        "Assertion failed: inputAxes.is_weights(): Axis input must be an initializer!",
+        f"importerUtils.cpp:1649 @ 10.10-GA ({MSGS}); docs {{op}} row — {ERRORS} row 7",
+    ),
+    (
+        ("STFT",),
+        "10.10",
+        "11.1",
+        "UNSUPPORTED_NODE",
+        "importSTFT",
+        "Assertion failed: inputs.at(1).is_weights(): FrameStep must be an initializer!",
+        f"{IMPORTERS} line 5981 ({MSGS}); docs 10.10+ STFT row",
+    ),
+    (
+        ("CumSum",),
+        "7.0",
+        "11.1",
+        "UNSUPPORTED_NODE",
+        "importCumSum",
+        "Assertion failed: inputs.at(1).is_weights(): Axis input for CumSum must be an initializer!",
+        f"onnx-tensorrt docs/faq.md; docs {{op}} row — {ERRORS} row 7",
+    ),
+]
+ML_DOMAIN = "ai.onnx.ml"
+# graph-input and Cast types: a table's header list (with its 'limited support' note) names what TensorRT takes
+UINT8_OK_OPS = {"Cast", "CastLike", "Identity", "Constant", "Shape", "Size"}
+
+
+def _schema_inputs(op: str, opset: int, domain: str = "") -> list[str]:
+    try:
+        return [i.name for i in onnx.defs.get_schema(op, opset, domain).inputs]
+    except Exception:
+        return []
 
 
 class TensorRTStaticBackend:
@@ -343,6 +753,7 @@ class TensorRTStaticBackend:
         self.data = support_data()["versions"][self.version]
         self.label = f"TensorRT {version} (predicted)"
         self.static_checkers = _vt(self.version) >= (9, 3)  # 9.3 added builtin_op_static_checkers.cpp
+        self.types = set(self.data["data_types"])
 
     def availability(self) -> Availability:
         note = f"; {self.data['note']}" if self.data["note"] else ""
@@ -351,14 +762,83 @@ class TensorRTStaticBackend:
     def _evidence(self, extra: str = "") -> Evidence:
         return Evidence("support table", f"{self.data['source']} @ TensorRT {self.version}" + extra)
 
-    def _plugin_fallback(self, node: NodeProto) -> tuple[Status, str, str] | None:
-        since = STANDARD_PLUGINS.get(node.op_type)
-        if since and _vt(self.version) >= _vt(since):
+    def _applies(self, since: str, until: str) -> bool:
+        return _vt(since) <= _vt(self.version) <= _vt(until)
+
+    def _plugin_fallback(self, node: NodeProto) -> tuple[Status, str, str, str] | None:
+        """None when a standard plugin of this version imports the node, else the fallback's rejection."""
+        found = STANDARD_PLUGINS.get(node.op_type)
+        if found and _vt(self.version) >= _vt(found[0]):
             return None
         func = "checkFallbackPluginImporter" if self.static_checkers else "importFallbackPluginImporter"
         code = "INVALID_NODE" if self.static_checkers else "UNSUPPORTED_NODE"
         prefix = "" if self.static_checkers else "Assertion failed: "
-        return Status.REJECTED, code, f"{prefix}{PLUGIN_MSG} ({func})"
+        return Status.REJECTED, code, f"{prefix}{PLUGIN_MSG} ({func})", func
+
+    def _const_input(self, node: NodeProto, facts: GraphFacts, row: dict):
+        """A table restriction '`x` must be an initializer / build-time constant' that the node breaks."""
+        if node.op_type in DEDICATED_CONST or not row.get("const_inputs"):
+            return None
+        names = _schema_inputs(node.op_type, opset_of(facts.model) or 13)
+        for rule in row["const_inputs"]:
+            if rule["input"] not in names:
+                continue  # an attribute in this opset (e.g. Reduce axes before opset 18)
+            k = names.index(rule["input"])
+            x = node.input[k] if len(node.input) > k else ""
+            if not x:
+                continue
+            strict = rule["kind"] == "initializer" and _vt(self.version) < (10, 0)
+            ok = _weights(facts, x) if strict else _build_time_constant(facts, x)
+            if ok:
+                continue
+            detail = f"input '{x}' is computed at run time; table: {node.op_type} {rule['text']}"
+            for ops, since, until, code, func, msg, source in CONST_INPUT_TEXTS:
+                if node.op_type in ops and self._applies(since, until):
+                    text = msg.format(node=node.name or node.output[0], lower=node.op_type.lower())
+                    return code, f"{text} ({func}; {detail})", source.format(op=node.op_type)
+            return (
+                "UNSUPPORTED_NODE",
+                f"{node.op_type}: {rule['text']} ({detail})",
+                f"docs/operators.md {node.op_type} row @ {self.data['table']}",
+            )
+        return None
+
+    def _types(self, node: NodeProto, facts: GraphFacts, row: dict):
+        """Data types the parser refuses on this node: Cast targets, UINT8 inputs and intermediates."""
+        if node.op_type == "Cast":
+            to = TensorProto.DataType.Name(_attr(node, "to", 0))
+            if to not in self.types:
+                if self.static_checkers:
+                    text = (
+                        'convertDtype(onnxType, &newType) && "Unsupported data type for the Cast operator!"'
+                    )
+                    return "INVALID_NODE", f"{text} (checkCast; to={to})", f"{CHECKERS} line 207 ({MSGS})"
+                return (
+                    "UNSUPPORTED_NODE",
+                    f"Assertion failed: Unsupported cast! (importCast; to={to})",
+                    f"docs/operators.md data types @ {self.data['table']}",
+                )
+        if "UINT8" in self.types:
+            uint8_in = [x for x in node.input if x and _dtype(facts, x) == "UINT8"]
+            if uint8_in and node.op_type not in UINT8_OK_OPS and "UINT8" not in row.get("types", ""):
+                return (
+                    "UNSUPPORTED_NODE",
+                    "Assertion failed: status.is_success(): Found unsupported input type of UINT8 "
+                    f"(checkNotInvalidType; input '{uint8_in[0]}')",
+                    f"importerUtils.cpp:40 @ 10.10-GA ({MSGS}); docs: UINT8 is only supported as network "
+                    "input or output tensor types",
+                )
+            out8 = [
+                o for o in node.output if o and _dtype(facts, o) == "UINT8" and o not in facts.graph_outputs
+            ]
+            if out8 and node.op_type != "Constant" and _vt(self.version) >= (10, 0):
+                return (
+                    "UNSUPPORTED_NODE",
+                    "Assertion failed: legalUINT8: TensorRT does not support UINT8 types for intermediate "
+                    f"tensors! (parseNode; output '{out8[0]}')",
+                    f"ModelImporter.cpp:304 @ 10.10-GA ({MSGS}); docs: UINT8 only as network input/output",
+                )
+        return None
 
     def _verdict_for(
         self, node: NodeProto, facts: GraphFacts
@@ -366,65 +846,121 @@ class TensorRTStaticBackend:
         """(status, code, message, rules, source)"""
         domain = node.domain or ""
         ops = self.data["ops"]
-        if domain not in STANDARD_DOMAINS or node.op_type not in ops:
+        # the importer map is keyed by op type alone: a standard op name in another domain is imported as the
+        # standard op (checked with TensorRT-RTX 1.7.1: com.example::Relu parses); ai.onnx.ml ops have no importer
+        if domain == ML_DOMAIN or node.op_type not in ops:
             found = self._plugin_fallback(node)
             rules = {
-                "ai.onnx.ml": ("ml-scaler-decompose",) if node.op_type == "Scaler" else (),
+                ML_DOMAIN: ("ml-scaler-decompose",) if node.op_type == "Scaler" else (),
                 "mmcv": ("mmcv-deformconv-to-plugin",),
             }.get(domain, ())
-            if node.op_type == "DeformConv":
-                rules = ("deformconv-to-plugin",)
             if found is None:
+                since, source = STANDARD_PLUGINS[node.op_type]
                 return (
                     Status.SUPPORTED,
                     "",
-                    "imported through the standard plugin library",
+                    f"imported by the standard plugin {node.op_type} (TensorRT ≥ {since})",
                     (),
-                    "plugin README",
+                    source,
                 )
-            return (*found, rules, "ModelImporter.cpp: no importer registered → FallbackPluginImporter")
+            status, code, message, func = found
+            return status, code, message, rules, f"ModelImporter.cpp: no importer for {node.op_type} → {func}"
         row = ops[node.op_type]
         if not row["supported"]:
-            rules = {
-                "Compress": ("compress-constant-condition",),
-                "CenterCropPad": ("center-crop-pad-decompose",),
-                "BitShift": ("bitshift-decompose",),
-                "Unique": ("split-before-unsupported-tail",),
-            }
+            rules = {"Unique": ("split-before-unsupported-tail",)}
             if self.static_checkers:
                 return (
                     Status.REJECTED,
                     "UNSUPPORTED_NODE",
                     f"false (check{node.op_type})",
                     rules.get(node.op_type, ()),
-                    "onnxOpCheckers.cpp STATIC_CHECK(false) for N-listed ops",
+                    f"N in the table; onnxOpCheckers.cpp STATIC_CHECK(false) for N-listed ops — {ERRORS} row 3",
                 )
-            found = self._plugin_fallback(node)
-            return (*found, rules.get(node.op_type, ()), "N in the table: no importer, plugin fallback")
+            status, code, message, func = self._plugin_fallback(node) or (Status.REJECTED, "", "", "")
+            return (
+                status,
+                code,
+                message,
+                rules.get(node.op_type, ()),
+                f"N in the table: no importer, plugin fallback ({func}) — {ERRORS} row 1",
+            )
         for c in CONSTRAINTS:
             if (not c.ops or node.op_type in c.ops) and c.applies(self.version):
                 detail = c.check(node, facts)
                 if detail:
-                    return Status.REJECTED, c.code, f"{c.message} ({c.func}; {detail})", c.rules, c.source
+                    text = c.message.format(node=node.name or node.output[0])
+                    return Status.REJECTED, c.code, f"{text} ({c.func}; {detail})", c.rules, c.source
+        for found in (self._const_input(node, facts, row), self._types(node, facts, row)):
+            if found:
+                code, message, source = found
+                return Status.REJECTED, code, message, (), source
+        if _vt(self.version) < (9, 0) and any(True for _ in _int64_out_of_range(facts, node)):
+            return (
+                Status.SUPPORTED,
+                "",
+                "supported; note: INT64 bounds beyond INT32 are clamped to INT32 when cast down, which does "
+                "not change a Slice's result (the parser logs 'One or more weights outside the range of INT32 "
+                "was clamped' as a warning)",
+                (),
+                CONSTRAINT_BY_ID["int64-clamped"].source,
+            )
         return Status.SUPPORTED, "", "", (), ""
+
+    def _model_level(self, model: ModelProto, facts: GraphFacts) -> tuple[list[str], list[str], dict]:
+        """(blockers, warnings, node index -> (code, message, rules, source)) for what is not one node's fault."""
+        blockers, warnings, per_node = [], [], {}
+        opset = opset_of(model) or 0
+        if opset > self.data["max_opset"]:
+            warnings.append(
+                f"warning: the model uses opset {opset}; the TensorRT {self.version} table covers opsets "
+                f"{self.data['min_opset']}–{self.data['max_opset']} (newer op versions may not import; the "
+                "parser itself does not refuse the opset number)"
+            )
+        for x in facts.graph_inputs:
+            info = facts.info(x)
+            dtype = _dtype(facts, x)
+            problem = None
+            if info.shape is None:
+                c = CONSTRAINT_BY_ID["unshaped-input"]
+                problem = (
+                    c.code,
+                    f"Input {x} has no shape (rank unknown): TensorRT needs the rank of every network input. "
+                    "(importInput)",
+                    c.rules,
+                    c.source,
+                )
+            elif dtype and dtype not in self.types:
+                problem = (
+                    "UNSUPPORTED_NODE",
+                    'Assertion failed: convertDtype(onnxDtype.elem_type(), &trtDtype) && "Failed to convert '
+                    f'ONNX date type to TensorRT data type." (importInput; input {x} is {dtype})',
+                    (),
+                    f"ModelImporter.cpp:421 @ 10.10-GA ({MSGS}); data types of docs/operators.md @ "
+                    f"{self.data['table']}: {', '.join(sorted(self.types))}",
+                )
+            if problem:
+                blockers.append(f"error: {problem[1]}")
+                for i in facts.consumers.get(x, []):
+                    per_node.setdefault(i, problem)
+        return blockers, warnings, per_node
 
     def check(self, model: ModelProto, base_dir: str | None = None) -> Report:
         t0 = time.perf_counter()
         facts = GraphFacts.of(model)
         report = Report(self.id, self.label, self.version)
+        blockers, warnings, per_node = self._model_level(model, facts)
         for i, (key, node) in enumerate(zip(facts.keys, model.graph.node)):
-            status, code, message, rules, source = self._verdict_for(node, facts)
+            if i in per_node:
+                code, message, rules, source = per_node[i]
+                status = Status.REJECTED
+            else:
+                status, code, message, rules, source = self._verdict_for(node, facts)
             evidence = self._evidence(f"; {source}" if source else "")
             report.verdicts.append(
                 Verdict(key, i, node.op_type, status, message, code, evidence, tuple(rules))
             )
-        opset = opset_of(model) or 0
-        if opset > self.data["max_opset"]:
-            report.messages.append(
-                f"the model uses opset {opset}; TensorRT {self.version}'s table covers opsets up to "
-                f"{self.data['max_opset']} (newer op versions may not import)"
-            )
-        report.accepted = not report.rejected
+        report.messages = blockers + warnings
+        report.accepted = not report.rejected and not blockers
         report.seconds = time.perf_counter() - t0
         return report
 
