@@ -125,6 +125,32 @@ def _with_outputs(model: ModelProto, names: list[str]) -> ModelProto:
     return out
 
 
+def _cone(model: ModelProto, names: list[str]) -> ModelProto | None:
+    """A copy of `model` computing only `names` (the nodes they need): the original part an extracted or cut
+    model corresponds to, runnable even when the rest holds a node onnxruntime cannot run."""
+    from onnx import helper
+
+    from surgery.graph import _all_inputs
+
+    producer = {o: i for i, n in enumerate(model.graph.node) for o in n.output if o}
+    if not names or any(n not in producer and n not in {i.name for i in model.graph.input} for n in names):
+        return None
+    need, stack = set(), list(names)
+    while stack:
+        i = producer.get(stack.pop())
+        if i is not None and i not in need:
+            need.add(i)
+            stack.extend(_all_inputs(model.graph.node[i]))
+    out = ModelProto()
+    out.CopyFrom(model)
+    kept = [n for i, n in enumerate(model.graph.node) if i in need]
+    del out.graph.node[:]
+    out.graph.node.extend(kept)
+    del out.graph.output[:]
+    out.graph.output.extend(helper.make_empty_tensor_value_info(n) for n in names)
+    return out
+
+
 def _run(model: ModelProto, feeds, base_dir):
     from surgery.ort import make_session
 
@@ -197,7 +223,15 @@ def verify(
     results = []
     for which, model in (("original", reference), ("changed", changed)):
         try:
-            results.append(_run(model, feeds, base_dir))
+            try:
+                results.append(_run(model, feeds, base_dir))
+            except Exception:
+                cone = (
+                    _cone(original, [o.name for o in changed.graph.output]) if which == "original" else None
+                )
+                if cone is None:
+                    raise
+                results.append(_run(cone, feeds, base_dir))
         except Exception as exc:
             line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
             return VerifyReport(

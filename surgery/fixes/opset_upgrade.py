@@ -24,4 +24,13 @@ def opset_upgrade(model: ModelProto, target: int) -> ModelProto:
     from onnx.helper import find_min_ir_version_for
 
     out.ir_version = max(model.ir_version, find_min_ir_version_for(list(out.opset_import)))
+    # nodes the converter adds (e.g. Constant axes for Unsqueeze at 13) have no name: give them stable ones
+    used = {n.name for n in out.graph.node if n.name}
+    for i, n in enumerate(out.graph.node):
+        if not n.name:
+            name, k = f"{n.output[0] if n.output else n.op_type}/{n.op_type}", 1
+            while name in used:
+                name, k = f"{n.op_type}_{i}_{k}", k + 1
+            n.name = name
+            used.add(name)
     return out
