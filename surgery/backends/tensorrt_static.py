@@ -274,7 +274,7 @@ def _scatter_reduction(node, facts):
 
 def _mod_float(node, facts):
     t = _dtype(facts, node.input[0])
-    if _attr(node, "fmod", 0) == 0 and t in ("FLOAT", "FLOAT16", "BFLOAT16", "DOUBLE"):
+    if _attr(node, "fmod", 0) == 0 and t and t not in ("INT32", "INT64"):
         return f"The current input type is {_trt_dtype(t)}."
     return None
 
@@ -294,8 +294,35 @@ def _range_type(node, facts):
 def _range_float_runtime(node, facts):
     if _dtype(facts, node.input[0]) not in ("FLOAT", "DOUBLE"):
         return None
-    computed = [x for x in node.input[:3] if x and not _weights(facts, x)]
+    computed = [x for x in node.input[:3] if x and not _build_time_constant(facts, x)]
     return f"float inputs {computed} are not initializers" if computed else None
+
+
+def _attention_mask_causal(node, facts):
+    has_mask = len(node.input) > 3 and node.input[3]
+    return "attn_mask with is_causal=1" if has_mask and _attr(node, "is_causal", 0) else None
+
+
+def _attention_kv_shapes(node, facts):
+    k, v = facts.info(node.input[1]).shape, facts.info(node.input[2]).shape
+    if k is not None and v is not None and len(k) == len(v) and k != v:
+        return f"K {list(k)} vs V {list(v)}"
+    return None
+
+
+def _tensorscatter(node, facts):
+    mode = _attr(node, "mode", "linear")
+    if mode != "linear":
+        return f"Only linear mode is supported for now, got {mode}"
+    rank = facts.info(node.input[0]).rank
+    if rank is not None and rank != 4:
+        return f"The past_cache tensor is required to be 4D, got {rank}D."
+    return None
+
+
+def _celu_half(node, facts):
+    t = _dtype(facts, node.input[0])
+    return f"input type {t}" if t in ("FLOAT16", "BFLOAT16") else None
 
 
 # inputs that TensorRT takes as shape tensors: a float network input cannot be one
@@ -510,11 +537,12 @@ CONSTRAINTS = [
         "range-float-initializers",
         ("Range",),
         "7.0",
-        "11.1",
+        "8.2",
         "UNSUPPORTED_NODE",
         "importRange",
         "Floating point inputs are only supported if `start`, `limit`, and `delta` inputs are initializers",
-        f"docs/operators.md 8.0–8.2 Range row; still refused in 10.x ({RTX})",
+        "docs/operators.md 8.0-GA and 8.2-GA Range row (gone from 8.4-GA; 10.x takes float Range inputs computed "
+        f"in the graph: {RTX})",
         _range_float_runtime,
     ),
     Constraint(
@@ -634,6 +662,54 @@ CONSTRAINTS = [
         ),
     ),
     Constraint(
+        "attention-mask-with-causal",
+        ("Attention",),
+        "10.15",
+        "11.1",
+        "INVALID_NODE",
+        "parseNode",
+        "Invalid Node - {node}\nIAttention::setMask: Error Code 3: API Usage Error (Parameter check failed, "
+        "condition: mAttentionOutputLayer.getParams().causalKind == CausalMaskKind::kNONE. Option mask cannot "
+        "be used together with CausalMaskKind other than kNONE.)",
+        f"{RTX}",
+        _attention_mask_causal,
+    ),
+    Constraint(
+        "attention-kv-shapes",
+        ("Attention",),
+        "10.15",
+        "11.1",
+        "INVALID_NODE",
+        "parseNode",
+        "Invalid Node - {node}\nITensor::getDimensions: Error Code 3: API Usage Error ({node}_AttentionInput: "
+        "Key and Value must have the same shape)",
+        f"{RTX}",
+        _attention_kv_shapes,
+    ),
+    Constraint(
+        "tensorscatter-mode-rank",
+        ("TensorScatter",),
+        "10.15",
+        "11.1",
+        "UNSUPPORTED_NODE",
+        "importTensorScatter",
+        "Assertion failed: TensorScatter: `past_cache` and `update` must be 4D; linear mode only",
+        f"docs 10.15 TensorScatter row ('`past_cache` and `update` must be 4D'); texts: {RTX}",
+        _tensorscatter,
+    ),
+    Constraint(
+        "celu-half",
+        ("Celu",),
+        "10.15",
+        "11.1",
+        "UNSUPPORTED_NODE",
+        "importCelu",
+        "Assertion failed: (firstTensor->getDimensions().nbDims == secondTensor->getDimensions().nbDims): The "
+        "rank of operands should be the same adding inputs.",
+        f"{RTX} (FP16/BF16 Celu fails in the importer although the table lists FP16, BF16)",
+        _celu_half,
+    ),
+    Constraint(
         "if-branch-ranks",
         ("If",),
         "8.0",
@@ -660,7 +736,9 @@ CONSTRAINTS = [
 ]
 CONSTRAINT_BY_ID = {c.id: c for c in CONSTRAINTS}
 # ops whose table restriction on a constant input is checked by a dedicated constraint above
-DEDICATED_CONST = {"TopK", "Clip", "Conv", "ConvTranspose", "Dropout", "Resize", "Upsample", "Squeeze"}
+DEDICATED_CONST = {"TopK", "Clip", "Conv", "ConvTranspose", "Dropout", "Resize", "Upsample"}
+# (op, input, since): table restrictions the real parser does not enforce (checked with TensorRT-RTX 1.7.1)
+RTX_ACCEPTS = {("CumSum", "axis", "10.10")}
 
 # The parser's own words for a table restriction "`<input>` must be an initializer / a build-time constant",
 # by op family and version range: (ops, since, until, code, func, message, source)
@@ -736,7 +814,8 @@ CONST_INPUT_TEXTS = [
 ]
 ML_DOMAIN = "ai.onnx.ml"
 # graph-input and Cast types: a table's header list (with its 'limited support' note) names what TensorRT takes
-UINT8_OK_OPS = {"Cast", "CastLike", "Identity", "Constant", "Shape", "Size"}
+# ops that take UINT8 inputs although their table row does not list UINT8 (checked with TensorRT-RTX 1.7.1)
+UINT8_OK_OPS = {"Cast", "CastLike", "Identity", "Constant", "Shape", "Size", "Equal", "QuantizeLinear"}
 
 
 def _schema_inputs(op: str, opset: int, domain: str = "") -> list[str]:
@@ -783,6 +862,11 @@ class TensorRTStaticBackend:
         for rule in row["const_inputs"]:
             if rule["input"] not in names:
                 continue  # an attribute in this opset (e.g. Reduce axes before opset 18)
+            if any(
+                (op, name) == (node.op_type, rule["input"]) and _vt(self.version) >= _vt(since)
+                for op, name, since in RTX_ACCEPTS
+            ):
+                continue
             k = names.index(rule["input"])
             x = node.input[k] if len(node.input) > k else ""
             if not x:
@@ -884,6 +968,9 @@ class TensorRTStaticBackend:
                 rules.get(node.op_type, ()),
                 f"N in the table: no importer, plugin fallback ({func}) — {ERRORS} row 1",
             )
+        inner = self._subgraph_problem(node) if node.op_type in ("If", "Loop", "Scan") else None
+        if inner:
+            return inner
         for c in CONSTRAINTS:
             if (not c.ops or node.op_type in c.ops) and c.applies(self.version):
                 detail = c.check(node, facts)
@@ -905,6 +992,40 @@ class TensorRTStaticBackend:
                 CONSTRAINT_BY_ID["int64-clamped"].source,
             )
         return Status.SUPPORTED, "", "", (), ""
+
+    def _subgraph_problem(self, node: NodeProto):
+        """The static checkers recurse into If/Loop/Scan bodies: an op there without importer rejects the node."""
+        for a in node.attribute:
+            graphs = [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)
+            for g in graphs:
+                for n in g.node:
+                    row = self.data["ops"].get(n.op_type)
+                    if n.domain == ML_DOMAIN or row is None:
+                        found = self._plugin_fallback(n)
+                        if found:
+                            return (
+                                found[0],
+                                found[1],
+                                f"{found[2]} (in the body: {n.op_type})",
+                                (),
+                                found[3],
+                            )
+                    elif not row["supported"]:
+                        if self.static_checkers:
+                            return (
+                                Status.REJECTED,
+                                "UNSUPPORTED_NODE",
+                                f"false (check{n.op_type}; in the body of {node.op_type})",
+                                (),
+                                f"N in the table; static checkers recurse into subgraphs ({RTX})",
+                            )
+                        found = self._plugin_fallback(n)
+                        return (found[0], found[1], f"{found[2]} (in the body: {n.op_type})", (), found[3])
+                    if n.op_type in ("If", "Loop", "Scan"):
+                        deeper = self._subgraph_problem(n)
+                        if deeper:
+                            return deeper
+        return None
 
     def _model_level(self, model: ModelProto, facts: GraphFacts) -> tuple[list[str], list[str], dict]:
         """(blockers, warnings, node index -> (code, message, rules, source)) for what is not one node's fault."""
