@@ -57,14 +57,27 @@ def test_topk_computed_k_folds_through_a_static_shape():
 
 
 def test_if_with_constant_condition_is_inlined_with_unique_names():
-    #   input -> ReduceSum -> x_sum ; cond = Greater(1, 0) ; If(cond){then: Identity(x_sum) | else: Reshape}
+    #   input -> ReduceSum -> x_sum ; cond = Greater(threshold, 0) ; If(cond){then: Identity(x_sum) | else: Reshape}
     model = build("if_branch_shapes")
     out = checked(fold(model))
-    ops = [n.op_type for n in out.graph.node]
-    assert "If" not in ops and "Greater" not in ops and "Reshape" not in ops
-    names = [n.name for n in out.graph.node]
-    assert "/if/If/then//if/then/Identity" in names and len(set(names)) == len(names)
+    # then runs (1 > 0): its Identity only named the branch output, so it goes too
+    assert [n.name for n in out.graph.node] == ["/pre/ReduceSum", "/post/Relu"]
+    assert out.graph.node[1].input[0] == "x_sum"
     assert verify(model, out).status == "ok"
+    other = build("if_branch_shapes")
+    threshold = next(t for t in other.graph.initializer if t.name == "threshold")
+    threshold.CopyFrom(numpy_helper.from_array(np.array(-1.0, np.float32), "threshold"))
+    other.graph.output[0].CopyFrom(
+        helper.make_tensor_value_info("output", TensorProto.FLOAT, [4])
+    )  # else's shape
+    out = checked(fold(other))  # else runs: its Reshape moves into the main graph under a prefixed name
+    assert [n.name for n in out.graph.node] == [
+        "/pre/ReduceSum",
+        "/if/If/else//if/else/Reshape",
+        "/post/Relu",
+    ]
+    assert out.graph.node[1].output[0] == "if_out"
+    assert verify(other, out).status == "ok"
 
 
 def test_whole_graph_fold_keeps_partly_dynamic_shapes_and_picks_static_dims():

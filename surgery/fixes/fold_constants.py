@@ -173,6 +173,25 @@ def _inline_if(graph: onnx.GraphProto, index: int, branch_true: bool) -> None:
                     "Identity", [rename.get(b_out.name, b_out.name)], [out], name=prefix + "Identity_" + out
                 )
             )
+    # an Identity the branch used only to name its output is dropped: its readers read the source directly
+    graph_outputs = {o.name for o in graph.output}
+    kept = []
+    for m in new_nodes:
+        implicit = any(
+            m.output[0] in _all_inputs(n) and m.output[0] not in n.input for n in graph.node
+        )  # read from a subgraph by name: keep the name
+        if m.op_type == "Identity" and not m.domain and m.output[0] not in graph_outputs and not implicit:
+            for n in graph.node:
+                for k, x in enumerate(n.input):
+                    if x == m.output[0]:
+                        n.input[k] = m.input[0]
+            for other in new_nodes:
+                for k, x in enumerate(other.input):
+                    if x == m.output[0]:
+                        other.input[k] = m.input[0]
+            continue
+        kept.append(m)
+    new_nodes = kept
     for t in branch.initializer:
         c = TensorProto()
         c.CopyFrom(t)
