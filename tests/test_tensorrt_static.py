@@ -1,34 +1,84 @@
 """tensorrt-static: versioned, cited support data; each lesson's node rejected in that version's words."""
 
 import json
+import subprocess
+import sys
 
+import numpy as np
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
-from surgery.backends import get_backend
 from surgery.backends.base import Status
-from surgery.backends.tensorrt_static import CONSTRAINTS, DATA, SUPPORTED_VERSIONS, _vt, resolve_version
+from surgery.backends.tensorrt_static import (
+    CONST_INPUT_TEXTS,
+    CONSTRAINTS,
+    DATA,
+    STANDARD_PLUGINS,
+    SUPPORTED_VERSIONS,
+    _vt,
+    make,
+    resolve_version,
+)
 from surgery.samples import build, lessons
 
+F = TensorProto.FLOAT
 
-@pytest.mark.parametrize("lesson", [x for x in lessons() if x.node], ids=lambda x: x.name)
-def test_each_lesson_backend_rejects_the_lessons_node(lesson):
-    r = get_backend(lesson.backend).check(build(lesson.name))
-    rejected = {v.node: v for v in r.rejected}
-    assert lesson.node in rejected, r.to_dict()
-    v = rejected[lesson.node]
-    assert v.evidence.source == "support table" and "TensorRT" in v.evidence.detail
-    if lesson.rule:
-        assert lesson.rule in v.rules or any(lesson.rule.split("-")[0] in x for x in v.rules), v.rules
-    assert r.accepted is False
+
+def _model(nodes, inputs, outputs, inits=(), opset=17, extra_opsets=()):
+    g = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(inits))
+    ops = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, 1) for d in extra_opsets]
+    return helper.make_model(g, ir_version=8, opset_imports=ops)
+
+
+def _vi(name, dtype=F, shape=(1, 3, 8, 8)):
+    return helper.make_tensor_value_info(name, dtype, list(shape) if shape is not None else None)
+
+
+def _one(op, domain="", dtype=F, **attrs):
+    #   x ─▶ op ─▶ y
+    n = helper.make_node(op, ["x"], ["y"], name="n", domain=domain, **attrs)
+    return _model(
+        [n], [_vi("x", dtype, [4])], [_vi("y", dtype, [4])], extra_opsets=[domain] if domain else []
+    )
+
+
+def _verdict(version, model, node="n"):
+    return make(version).check(model).by_node()[node]
+
+
+# -- the lessons ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lesson", [x for x in lessons() if x.backend.startswith("tensorrt-static")], ids=str)
+def test_each_lesson_backend_rejects_the_lessons_node_in_its_words(lesson):
+    r = make(lesson.backend.split("@")[1]).check(build(lesson.name))
+    assert r.backend == lesson.backend
+    if lesson.node is None:  # healthy_cnn, or a model-level problem
+        if lesson.rule is None:
+            assert r.accepted, r.to_dict()
+            return
+        assert r.accepted is False and r.messages
+    else:
+        rejected = {v.node: v for v in r.rejected}
+        assert lesson.node in rejected, r.to_dict()
+        v = rejected[lesson.node]
+        assert v.evidence.source == "support table" and f"@ TensorRT {r.version}" in v.evidence.detail
+        assert lesson.rule in v.rules
+        # any other rejected node is fixed by the same rule (training_mode_ops: BatchNormalization and Dropout)
+        assert all(lesson.rule in x.rules for x in r.rejected), [x.node for x in r.rejected]
+        assert r.accepted is False
+    words = lesson.message.split(" (")[0].split(" / ")[0][:60]
+    assert any(words in text for text in [v.message for v in r.rejected] + r.messages), (words, r.to_dict())
 
 
 @pytest.mark.parametrize("version", SUPPORTED_VERSIONS)
 def test_every_version_loads_and_accepts_the_healthy_cnn(version):
-    r = get_backend(f"tensorrt-static@{version}").check(build("healthy_cnn"))
-    assert (
-        r.accepted and len(r.verdicts) == 10 and get_backend(f"tensorrt-static@{version}").availability().ok
-    )
+    b = make(version)
+    r = b.check(build("healthy_cnn"))
+    assert b.availability().ok and b.id == f"tensorrt-static@{version}"
+    assert b.label == f"TensorRT {version} (predicted)"
+    assert r.accepted and len(r.verdicts) == len(build("healthy_cnn").graph.node)
+    assert all(v.status is Status.SUPPORTED for v in r.verdicts)
 
 
 @pytest.mark.parametrize(
@@ -38,64 +88,219 @@ def test_every_version_loads_and_accepts_the_healthy_cnn(version):
         ("8.2", False, False),
         ("8.4", True, False),
         ("8.6", True, False),
-        ("9.3", True, True),
+        ("9", True, True),
+        ("10.0", True, True),
         ("10.15", True, True),
         ("11", True, True),
     ],
 )
 def test_version_changes(version, resize_ok, topk_ok):
-    b = get_backend(f"tensorrt-static@{version}")
+    b = make(version)
     assert b.check(build("resize_scales_chain")).accepted is resize_ok
     assert b.check(build("topk_computed_k")).accepted is topk_ok
 
 
-def test_exact_parser_texts():
-    r = get_backend("tensorrt-static@8.2").check(build("resize_scales_chain"))
-    assert r.rejected[0].message.startswith(
-        'Assertion failed: scales.is_weights() && "Resize scales must be an initializer!"'
-    )
-    r = get_backend("tensorrt-static@10.15").check(build("unique_op"))
-    assert r.rejected[0].message == "false (checkUnique)" and r.rejected[0].code == "UNSUPPORTED_NODE"
-    r = get_backend("tensorrt-static@8.6").check(build("unique_op"))  # no static checkers before 9.3
-    assert r.rejected[0].message.startswith('Assertion failed: creator && "Plugin not found')
+def test_version_strings_and_unknown_versions():
+    assert [resolve_version(v) for v in ("8.2", "9", "10", "10.15", "11", "11.1")] == [
+        "8.2",
+        "9.3",
+        "10.15",
+        "10.15",
+        "11.1",
+        "11.1",
+    ]
+    assert make("11").id == "tensorrt-static@11" and make("11").version == "11.1"
+    with pytest.raises(ValueError, match=r"no support data for TensorRT 7\.5\. Note: available: 8\.0, 8\.2"):
+        resolve_version("7.5")
 
 
-def _custom(op: str, domain: str = "") -> object:
-    g = helper.make_graph(
-        [helper.make_node(op, ["x"], ["y"], name="n", domain=domain)],
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
-    )
-    opsets = [helper.make_opsetid("", 13)] + ([helper.make_opsetid(domain, 1)] if domain else [])
-    return helper.make_model(g, ir_version=8, opset_imports=opsets)
-
-
-def test_plugin_named_op_is_found_from_the_version_that_ships_the_plugin():
-    m = _custom("ModulatedDeformConv2d")
-    assert get_backend("tensorrt-static@8.6").check(m).verdicts[0].status is Status.SUPPORTED
-    assert get_backend("tensorrt-static@8.5").check(m).verdicts[0].status is Status.REJECTED
-    other = get_backend("tensorrt-static@10.15").check(_custom("MyFancyOp", "com.example")).verdicts[0]
-    assert other.status is Status.REJECTED and "Plugin not found" in other.message
+def test_versions_without_a_table_say_which_table_they_use():
+    data = json.loads(DATA.read_text())["versions"]
+    assert {"8.0", "8.2", "8.4", "8.5", "8.6", "9.0", "9.3", "10.0", "10.15", "11.1"} <= set(data)
+    assert all(f"10.{m}" in data for m in range(16))
+    assert data["10.12"]["table"] == "10.10-GA" and "10.10" in data["10.12"]["note"]
+    assert data["11.1"]["table"] == "10.15" and "Swish" in data["11.1"]["ops"]
+    assert "Swish" not in data["10.15"]["ops"]
 
 
 def test_every_fact_has_a_source():
     data = json.loads(DATA.read_text())
     for version, entry in data["versions"].items():
-        assert entry["source"].startswith("onnx/onnx-tensorrt"), version
-        assert entry["max_opset"] >= 13 and entry["ops"]
+        assert entry["source"].startswith("onnx/onnx-tensorrt docs/operators.md"), version
+        assert entry["max_opset"] >= 13 and entry["ops"] and entry["data_types"], version
+        for op, row in entry["ops"].items():
+            assert row.get("source") or entry["table"], (version, op)
+        added = {op for op, row in entry["ops"].items() if "source" in row}
+        assert all("CHANGELOG" in entry["ops"][op]["source"] for op in added)
     for c in CONSTRAINTS:
-        assert c.source and c.message and _vt(c.since) <= _vt(c.until), c.id
+        assert c.source and c.message and c.func and _vt(c.since) <= _vt(c.until), c.id
+    assert all(source for _, source in STANDARD_PLUGINS.values())
+    assert all(row[-1] for row in CONST_INPUT_TEXTS)
 
 
-def test_version_aliases_and_unknown_versions():
-    assert resolve_version("10") == "10.15" and resolve_version("11") == "11.1"
-    with pytest.raises(ValueError, match="no support data for TensorRT 7.5"):
-        resolve_version("7.5")
+# -- messages pinned where the parser's text is known -----------------------------------------------------------
 
 
-def test_opset_above_the_versions_range_is_a_model_message():
+def test_exact_parser_texts():
+    r = make("8.2").check(build("resize_scales_chain"))
+    assert r.rejected[0].message.startswith(
+        'Assertion failed: scales.is_weights() && "Resize scales must be an initializer!"'
+    )
+    r = make("10.15").check(build("unique_op"))
+    assert r.rejected[0].message == "false (checkUnique)" and r.rejected[0].code == "UNSUPPORTED_NODE"
+    r = make("8.6").check(build("unique_op"))  # no static checkers before 9.3: the plugin fallback answers
+    assert r.rejected[0].message.startswith('Assertion failed: creator && "Plugin not found')
+    pool = _model(
+        [helper.make_node("MaxPool", ["x"], ["y"], name="n", kernel_shape=[2, 2], dilations=[2, 2])],
+        [_vi("x")],
+        [_vi("y", shape=None)],
+    )
+    assert _verdict("10.15", pool).message.startswith(
+        '(dilations[i] == 1) && "This version of TensorRT does not support dilations other than 1."'
+    )
+    cast = _one("Cast", to=TensorProto.FLOAT8E5M2)
+    v = _verdict("10.15", cast)
+    assert v.code == "INVALID_NODE" and v.message.startswith(
+        'convertDtype(onnxType, &newType) && "Unsupported data type for the Cast operator!"'
+    )
+    assert _verdict("10.15", _one("Cast", to=TensorProto.FLOAT8E4M3FN)).status is Status.SUPPORTED
+
+
+def test_resize_attributes_by_version():
+    #   x, roi, scales ─▶ Resize(keep_aspect_ratio_policy=not_larger) ─▶ y
+    scales = numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")
+    n = helper.make_node(
+        "Resize", ["x", "", "scales"], ["y"], name="n", keep_aspect_ratio_policy="not_larger"
+    )
+    m = _model([n], [_vi("x")], [_vi("y", shape=None)], [scales], opset=18)
+    v = _verdict("10.15", m)
+    assert v.code == "UNSUPPORTED_NODE_ATTR" and "Only `stretch` is supported currently" in v.message
+    assert _verdict("8.6", m).status is Status.SUPPORTED  # no checkResize before 9.x
+
+
+# -- plugins and custom ops -----------------------------------------------------------------------------------
+
+
+def test_plugin_named_op_is_found_from_the_version_that_ships_the_plugin():
+    m = _one("ModulatedDeformConv2d")
+    assert _verdict("8.6", m).status is Status.SUPPORTED and _verdict("10.15", m).status is Status.SUPPORTED
+    v = _verdict("8.5", m)
+    assert v.status is Status.REJECTED and v.code == "UNSUPPORTED_NODE"
+    assert v.message.startswith('Assertion failed: creator && "Plugin not found')
+    other = _verdict("10.15", _one("MyFancyOp", "com.example"))
+    assert other.status is Status.REJECTED and other.code == "INVALID_NODE"
+    assert other.message == (
+        'creator && "Plugin not found, are the plugin name, version, and namespace correct?" '
+        "(checkFallbackPluginImporter)"
+    )
+
+
+def test_standard_op_name_in_another_domain_is_imported_as_the_standard_op():
+    assert _verdict("10.15", _one("Relu", "com.example")).status is Status.SUPPORTED
+    ml = _verdict("10.15", _one("Scaler", "ai.onnx.ml"))
+    assert ml.status is Status.REJECTED and "Plugin not found" in ml.message
+
+
+# -- constraints ------------------------------------------------------------------------------------------------
+
+
+def _slice_or_add(op):
+    #   x(int64) ─▶ Slice(0, INT64_MAX)   or   x(int64) ─▶ Add(2**40)
+    big = np.iinfo(np.int64).max
+    if op == "Slice":
+        inits = [numpy_helper.from_array(np.array([v], np.int64), k) for k, v in (("s", 0), ("e", big))]
+        n = helper.make_node("Slice", ["x", "s", "e"], ["y"], name="n")
+    else:
+        inits = [numpy_helper.from_array(np.array([2**40], np.int64), "c")]
+        n = helper.make_node("Add", ["x", "c"], ["y"], name="n")
+    return _model([n], [_vi("x", TensorProto.INT64, [4])], [_vi("y", TensorProto.INT64, [4])], inits)
+
+
+def test_int64_beyond_int32_matters_only_where_clamping_changes_results():
+    s = _verdict("8.6", _slice_or_add("Slice"))
+    assert s.status is Status.SUPPORTED and "note" in s.message and "Slice" in s.message
+    a = _verdict("8.6", _slice_or_add("Add"))
+    assert a.status is Status.REJECTED and "int64-initializers-to-int32" in a.rules
+    assert _verdict("10.15", _slice_or_add("Add")).status is Status.SUPPORTED
+
+
+def test_reduce_axes_must_be_constant_per_the_table():
+    #   x, axes(graph input or initializer) ─▶ ReduceSum ─▶ y
+    def reduce(axes_is_input):
+        n = helper.make_node("ReduceSum", ["x", "axes"], ["y"], name="n")
+        axes = numpy_helper.from_array(np.array([1], np.int64), "axes")
+        ins = [_vi("x"), _vi("axes", TensorProto.INT64, [1])] if axes_is_input else [_vi("x")]
+        return _model([n], ins, [_vi("y", shape=None)], [] if axes_is_input else [axes], opset=18)
+
+    v = _verdict("10.15", reduce(True))
+    assert v.status is Status.REJECTED and "Axis input must resolve to a build-time constant" in v.message
+    assert _verdict("10.10", reduce(True)).message.startswith(
+        "Assertion failed: inputAxes.is_weights(): Axis input must be an initializer!"
+    )
+    assert _verdict("10.15", reduce(False)).status is Status.SUPPORTED
+
+
+def test_uint8_intermediate_and_unsupported_input_types():
+    #   x ─▶ Cast(to=uint8) ─▶ Cast(to=float) ─▶ y
+    nodes = [
+        helper.make_node("Cast", ["x"], ["u"], name="to_u8", to=TensorProto.UINT8),
+        helper.make_node("Cast", ["u"], ["y"], name="back", to=F),
+    ]
+    m = _model(nodes, [_vi("x", shape=[4])], [_vi("y", shape=[4])])
+    v = make("10.15").check(m).by_node()["to_u8"]
+    assert v.status is Status.REJECTED and "UINT8 types for intermediate tensors" in v.message
+    r = make("10.15").check(_one("Relu", dtype=TensorProto.INT16))
+    assert r.accepted is False and any("Failed to convert ONNX date type" in x for x in r.messages)
+    assert r.by_node()["n"].status is Status.REJECTED
+
+
+def test_model_level_messages_opset_warns_unshaped_input_blocks():
     m = build("healthy_cnn")
-    m.opset_import[0].version = 17
-    r = get_backend("tensorrt-static@8.2").check(m)
-    assert any("opset 17" in x for x in r.messages)
+    m.opset_import[0].version = 19
+    r = make("8.2").check(m)
+    assert any("opset 19" in x and x.startswith("warning") for x in r.messages) and r.accepted
+    r = make("10.15").check(build("dynamic_input_unshaped"))
+    assert r.accepted is False and any(x.startswith("error: Input") for x in r.messages)
+
+
+def test_control_flow_body_with_an_unsupported_op_rejects_the_control_flow_node():
+    #   cond ─▶ If(then: Unique(x) ─▶ t, else: Identity(x) ─▶ e) ─▶ y
+    def branch(op, out):
+        return helper.make_graph(
+            [helper.make_node(op, ["x"], [out])], op, [], [helper.make_tensor_value_info(out, F, [4])]
+        )
+
+    n = helper.make_node(
+        "If", ["c"], ["y"], name="n", then_branch=branch("Unique", "t"), else_branch=branch("Identity", "e")
+    )
+    m = _model([n], [_vi("c", TensorProto.BOOL, []), _vi("x", shape=[4])], [_vi("y", shape=[4])])
+    v = _verdict("10.15", m)
+    assert v.status is Status.REJECTED and v.message.startswith("false (checkUnique; in the body of If)")
+
+
+# -- against a real 10.x-era parser ---------------------------------------------------------------------------
+
+WORKER = """
+import sys, tensorrt_rtx as trt
+logger = trt.Logger(trt.Logger.ERROR)
+net = trt.Builder(logger).create_network(0)
+parser = trt.OnnxParser(net, logger)
+ok = parser.parse(open(sys.argv[1], "rb").read())
+print("OK" if ok else parser.get_error(0).desc().splitlines()[0])
+"""
+
+
+@pytest.mark.parametrize("name", ["unique_op", "squeeze_dynamic", "training_mode_ops", "healthy_cnn"])
+def test_prediction_matches_the_tensorrt_rtx_parser(name, tmp_path):
+    pytest.importorskip("tensorrt_rtx")
+    path = tmp_path / f"{name}.onnx"
+    path.write_bytes(build(name).SerializeToString())
+    out = subprocess.run(
+        [sys.executable, "-c", WORKER, str(path)], capture_output=True, text=True, timeout=120
+    )
+    live = out.stdout.strip().splitlines()[-1]
+    r = make("11.1").check(build(name))  # RTX 1.7's parser already has the 11.0 changes (Swish)
+    if live == "OK":
+        assert r.accepted
+    else:
+        assert not r.accepted and any(live in v.message for v in r.rejected), (live, r.to_dict())
