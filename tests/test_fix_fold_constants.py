@@ -185,3 +185,21 @@ def test_fold_is_idempotent():
     twice = fold(once)
     assert len(twice.graph.node) == len(once.graph.node) == 3
     assert GraphFacts.of(twice).constant == GraphFacts.of(once).constant
+
+
+def test_untyped_intermediates_still_fold():
+    #   a(int32) -> Add(a, a) -> b -> Mul(b, x) -> y   (facts without inference: b's dtype is unknown)
+    model = _model(
+        [
+            helper.make_node("Add", ["a", "a"], ["b"], name="add"),
+            helper.make_node("Mul", ["b", "x"], ["y"], name="mul"),
+        ],
+        [helper.make_tensor_value_info("x", TensorProto.INT32, [3])],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, [3])],
+        [numpy_helper.from_array(np.arange(3, dtype=np.int32), "a")],
+    )
+    from surgery.fixes import fold_constants as mod
+
+    facts = GraphFacts.of(model, infer=False)
+    values = mod._evaluate(model, facts, ["b"], {}, None)
+    assert values["b"].dtype == np.int32 and values["b"].tolist() == [0, 2, 4]

@@ -128,7 +128,10 @@ def _evaluate(
         dtype = facts.info(t).dtype
         if not dtype and t in known:
             dtype = TensorProto.INT64
-        outputs.append(helper.make_tensor_value_info(t, dtype or TensorProto.FLOAT, None))
+        # an untyped output lets onnxruntime infer it; a guessed type would be a type error
+        outputs.append(
+            helper.make_tensor_value_info(t, dtype, None) if dtype else helper.make_empty_tensor_value_info(t)
+        )
     sub = helper.make_graph(nodes, "fold", [], outputs, inits)
     sub_model = helper.make_model(sub, opset_imports=list(model.opset_import), ir_version=model.ir_version)
     sub_model.functions.extend(model.functions)
