@@ -45,7 +45,7 @@ out = []
 for path in json.loads(sys.stdin.read()):
     network = builder.create_network(0)
     parser = trt.OnnxParser(network, logger)
-    ok = parser.parse(open(path, "rb").read())
+    ok = parser.parse_from_file(path)  # a path: external weights beside the model are found
     errors = []
     for i in range(parser.num_errors):
         e = parser.get_error(i)
@@ -164,6 +164,7 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=240)
     ap.add_argument("--list", action="store_true", help="print every disagreement")
     ap.add_argument("--json", help="write every model's verdicts here")
+    ap.add_argument("--models-dir", help="also compare on every *.onnx here (e.g. /tmp/realmodels)")
     args = ap.parse_args()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -182,6 +183,12 @@ def main() -> None:
             Path(path).write_bytes(m.SerializeToString())
             models[path] = (case.name, m)
             paths.append(path)
+        if args.models_dir:
+            from surgery.model import load_model
+
+            for f in sorted(Path(args.models_dir).glob("*.onnx")):
+                models[str(f)] = (f.name, load_model(str(f)).proto)
+                paths.append(str(f))
         real = live_results(paths, args.batch, args.timeout)
     t_live = time.perf_counter() - t0
     causes: Counter = Counter()
