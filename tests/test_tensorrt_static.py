@@ -100,6 +100,11 @@ def test_version_changes(version, resize_ok, topk_ok):
     assert b.check(build("topk_computed_k")).accepted is topk_ok
 
 
+def test_squeeze_without_axes_on_a_dynamic_input_from_8_6_through_10_x():
+    m = build("squeeze_dynamic")
+    assert [make(v).check(m).accepted for v in ("8.5", "8.6", "10.15", "11.1")] == [True, False, False, True]
+
+
 def test_version_strings_and_unknown_versions():
     assert [resolve_version(v) for v in ("8.2", "9", "10", "10.15", "11", "11.1")] == [
         "8.2",

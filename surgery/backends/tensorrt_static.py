@@ -434,7 +434,7 @@ CONSTRAINTS = [
         "Assertion failed: !trainingMode[0]: TensorRT does not support the Dropout operator in training mode.",
         f"docs/operators.md 10.15 Dropout row; TensorRT-RTX 1.7 parser text — {ERRORS} row 21",
         _dropout_training,
-        ("inference-mode",),
+        ("inference-mode", "dropout-training-mode"),
     ),
     Constraint(
         "batchnorm-training",
@@ -826,6 +826,13 @@ CONST_INPUT_TEXTS = [
     ),
 ]
 ML_DOMAIN = "ai.onnx.ml"
+# rules (rules/*.yaml) that repair an op the table marks N
+N_OP_RULES = {
+    "Unique": ("split-before-unsupported-tail",),
+    "Compress": ("compress-constant-condition",),
+    "CenterCropPad": ("center-crop-pad-decompose",),
+    "BitShift": ("bitshift-decompose",),
+}
 # graph-input and Cast types: a table's header list (with its 'limited support' note) names what TensorRT takes
 # ops that take UINT8 inputs although their table row does not list UINT8 (checked with TensorRT-RTX 1.7.1)
 UINT8_OK_OPS = {"Cast", "CastLike", "Identity", "Constant", "Shape", "Size", "Equal", "QuantizeLinear"}
@@ -951,6 +958,8 @@ class TensorRTStaticBackend:
                 ML_DOMAIN: ("ml-scaler-decompose",) if node.op_type == "Scaler" else (),
                 "mmcv": ("mmcv-deformconv-to-plugin",),
             }.get(domain, ())
+            if node.op_type == "DeformConv":  # no DeformConv importer before 10.2: its plugin is 8.6+
+                rules = ("deformconv-to-plugin",)
             if found is None:
                 since, source = STANDARD_PLUGINS[node.op_type]
                 return (
@@ -964,7 +973,7 @@ class TensorRTStaticBackend:
             return status, code, message, rules, f"ModelImporter.cpp: no importer for {node.op_type} → {func}"
         row = ops[node.op_type]
         if not row["supported"]:
-            rules = {"Unique": ("split-before-unsupported-tail",)}
+            rules = N_OP_RULES
             if self.static_checkers:
                 return (
                     Status.REJECTED,
@@ -1001,7 +1010,7 @@ class TensorRTStaticBackend:
                 "supported; note: INT64 bounds beyond INT32 are clamped to INT32 when cast down, which does "
                 "not change a Slice's result (the parser logs 'One or more weights outside the range of INT32 "
                 "was clamped' as a warning)",
-                (),
+                ("int64-slice-bounds",) if node.op_type == "Slice" else (),
                 CONSTRAINT_BY_ID["int64-clamped"].source,
             )
         return Status.SUPPORTED, "", "", (), ""
