@@ -1083,8 +1083,11 @@ class TensorRTStaticBackend:
                 )
             if problem:
                 blockers.append(f"error: {problem[1]}")
-                for i in facts.consumers.get(x, []):
-                    per_node.setdefault(i, problem)
+                if (
+                    info.shape is None
+                ):  # a type problem is the input's alone; a missing rank stops its consumers
+                    for i in facts.consumers.get(x, []):
+                        per_node.setdefault(i, problem)
         return blockers, warnings, per_node
 
     def check(self, model: ModelProto, base_dir: str | None = None) -> Report:
@@ -1093,11 +1096,12 @@ class TensorRTStaticBackend:
         report = Report(self.id, self.label, self.version)
         blockers, warnings, per_node = self._model_level(model, facts)
         for i, (key, node) in enumerate(zip(facts.keys, model.graph.node)):
-            if i in per_node:
+            status, code, message, rules, source = self._verdict_for(node, facts)
+            if (
+                i in per_node and status is not Status.REJECTED
+            ):  # the node's own problem is the more useful one
                 code, message, rules, source = per_node[i]
                 status = Status.REJECTED
-            else:
-                status, code, message, rules, source = self._verdict_for(node, facts)
             evidence = self._evidence(f"; {source}" if source else "")
             report.verdicts.append(
                 Verdict(key, i, node.op_type, status, message, code, evidence, tuple(rules))
