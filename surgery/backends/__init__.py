@@ -29,8 +29,7 @@ def get_backend(backend_id: str) -> Backend:
         return _instances[backend_id]
     name, _, version = backend_id.partition("@")
     if name == "tensorrt-static":
-        from surgery.backends import tensorrt_static
-
+        tensorrt_static = _module("surgery.backends.tensorrt_static", backend_id)
         if not version:
             raise UnknownBackend(
                 "tensorrt-static needs a version, e.g. tensorrt-static@8.2. Note: available: "
@@ -42,7 +41,7 @@ def get_backend(backend_id: str) -> Backend:
             raise UnknownBackend(str(exc)) from None
     elif name in _CLASSES and not version:
         module, cls = _CLASSES[name]
-        backend = getattr(importlib.import_module(module), cls)()
+        backend = getattr(_module(module, backend_id), cls)()
     else:
         raise UnknownBackend(
             f"unknown target '{backend_id}'. Note: available: tensorrt, tensorrt-static@<version>, onnxruntime, "
@@ -52,7 +51,34 @@ def get_backend(backend_id: str) -> Backend:
     return backend
 
 
+def _module(module: str, backend_id: str):
+    """Import a backend module; one that is not part of this installation is a clear error, not a traceback."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name != module:
+            raise  # the module exists but a dependency of it is missing: let the real error through
+        raise UnknownBackend(
+            f"target '{backend_id}' is not implemented in this installation ({module} is missing). Note: "
+            "available: " + ", ".join(_implemented())
+        ) from None
+
+
+def _implemented() -> list[str]:
+    import importlib.util
+
+    found = [n for n, (m, _) in _CLASSES.items() if importlib.util.find_spec(m) is not None]
+    if importlib.util.find_spec("surgery.backends.tensorrt_static") is not None:
+        found.insert(1, "tensorrt-static@<version>")
+    return found
+
+
 def static_versions() -> list[str]:
+    """The TensorRT versions the static predictor knows, oldest first ([] when it is not installed)."""
+    import importlib.util
+
+    if importlib.util.find_spec("surgery.backends.tensorrt_static") is None:
+        return []
     from surgery.backends import tensorrt_static
 
     return list(tensorrt_static.SUPPORTED_VERSIONS)
