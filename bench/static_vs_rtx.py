@@ -192,6 +192,7 @@ def main() -> None:
         real = live_results(paths, args.batch, args.timeout)
     t_live = time.perf_counter() - t0
     causes: Counter = Counter()
+    words = Counter()  # agreeing rejections: does the predicted message carry the parser's words?
     examples = defaultdict(list)
     rows = []
     t1 = time.perf_counter()
@@ -203,6 +204,15 @@ def main() -> None:
         ops = sorted({n.op_type for n in m.graph.node})
         rows.append({"name": name, "ops": ops, "cause": cause, "real": r, "pred": pred.to_dict()})
         if cause is None:
+            by_index = {v.index: v.message for v in pred.rejected}
+            for e in r["errors"]:
+                if e["node"] in by_index:
+                    same = e["desc"].splitlines()[0][:50] in by_index[e["node"]]
+                    words["same" if same else "different"] += 1
+                    if not same:
+                        examples["different-words"].append(
+                            f"{name}: parser {e['desc'][:90]!r} | predicted {by_index[e['node']][:90]!r}"
+                        )
             continue
         causes[cause] += 1
         rmsg = next(iter([e["desc"] for e in r["errors"]]), "accepted")
@@ -221,9 +231,16 @@ def main() -> None:
     print(
         f"agreement excluding RTX-lacks-plugin and crashes: {agree}/{judged} ({agree / max(judged, 1):.1%})\n"
     )
+    n_words = sum(words.values())
+    print(
+        f"messages of agreeing rejections that carry the parser's words (first 50 characters): "
+        f"{words['same']}/{n_words} ({words['same'] / max(n_words, 1):.1%})\n"
+    )
     print("| cause | models | examples |")
     print("|---|---|---|")
     for cause, count in causes.most_common():
+        if cause == "different-words":
+            continue
         print(f"| {cause} | {count} | {'; '.join(x.split(' [')[0] for x in examples[cause][:6])} |")
     if args.list:
         for cause, lines in examples.items():

@@ -125,6 +125,11 @@ def _attr(node: NodeProto, name: str, default=None):
     return default
 
 
+def _node_name(node: NodeProto) -> str:
+    """The name the parser prints: the node's name, else node_of_<first output> (checked with TensorRT-RTX)."""
+    return node.name or f"node_of_{node.output[0] if node.output else ''}"
+
+
 def _dtype(facts: GraphFacts, name: str) -> str:
     """ONNX type name of a tensor ('' when unknown)."""
     if not name:
@@ -198,9 +203,14 @@ def _int64_data(node, facts):
 def _dropout_training(node, facts):
     if len(node.input) > 2 and node.input[2]:
         t = facts.initializers.get(node.input[2])
-        if t is None or bool(numpy_helper.to_array(t).reshape(-1)[0]):
-            return f"training_mode input '{node.input[2]}' is not a constant False"
+        if t is not None and bool(numpy_helper.to_array(t).reshape(-1)[0]):
+            return f"training_mode input '{node.input[2]}' is True"
     return None
+
+
+def _dropout_training_runtime(node, facts):
+    x = node.input[2] if len(node.input) > 2 else ""
+    return f"training_mode input '{x}' is computed at run time" if x and not _weights(facts, x) else None
 
 
 def _bn_training(node, facts):
@@ -241,7 +251,8 @@ def _unshaped_input(node, facts):
 
 
 def _extra_outputs(node, facts):
-    extra = [o for o in node.output[1:] if o]
+    """Outputs after the first that something reads (unread ones pass: checked with TensorRT-RTX 1.7.1)."""
+    extra = [o for o in node.output[1:] if o and (o in facts.graph_outputs or facts.consumers.get(o))]
     return f"outputs {extra} are used" if extra else None
 
 
@@ -425,6 +436,19 @@ CONSTRAINTS = [
         ("int64-initializers-to-int32",),
     ),
     Constraint(
+        "dropout-training-input",
+        ("Dropout",),
+        "7.0",
+        "11.1",
+        "UNSUPPORTED_NODE",
+        "importDropout",
+        "Assertion failed: inputs.at(2).is_weights(): This Version of TensorRT only supports the training_mode "
+        "input as an initializer.",
+        f"docs/operators.md 10.15 Dropout row ('`is_training` must be an initializer'); text: {RTX}",
+        _dropout_training_runtime,
+        ("inference-mode", "dropout-training-mode"),
+    ),
+    Constraint(
         "dropout-training",
         ("Dropout",),
         "7.0",
@@ -435,6 +459,18 @@ CONSTRAINTS = [
         f"docs/operators.md 10.15 Dropout row; TensorRT-RTX 1.7 parser text — {ERRORS} row 21",
         _dropout_training,
         ("inference-mode", "dropout-training-mode"),
+    ),
+    Constraint(
+        "batchnorm-one-output",
+        ("BatchNormalization",),
+        "9.3",
+        "11.1",
+        "UNSUPPORTED_NODE",
+        "emptyOutputChecker",
+        "This version of TensorRT doesn't support mode than 1 outputs for BatchNormalization nodes!",
+        f"{RTX} (a training-mode export's running mean/var outputs)",
+        _extra_outputs,
+        ("inference-mode",),
     ),
     Constraint(
         "batchnorm-training",
@@ -525,6 +561,18 @@ CONSTRAINTS = [
         _resize_axes,
     ),
     Constraint(
+        "range-type",
+        ("Range",),
+        "9.0",
+        "11.1",
+        "UNSUPPORTED_NODE",
+        "importRange",
+        "Assertion failed: (isInt32 || isInt64 || isFp32): This version of TensorRT only supports int32, int64, "
+        "and float input types for Range!",
+        f"{IMPORTERS} line 4460 ({MSGS})",
+        _range_type,
+    ),
+    Constraint(
         "float-network-input-shape-tensor",
         tuple(SHAPE_TENSOR_INPUTS),
         "9.0",
@@ -557,18 +605,6 @@ CONSTRAINTS = [
         "docs/operators.md 8.0-GA and 8.2-GA Range row (gone from 8.4-GA; 10.x takes float Range inputs computed "
         f"in the graph: {RTX})",
         _range_float_runtime,
-    ),
-    Constraint(
-        "range-type",
-        ("Range",),
-        "9.0",
-        "11.1",
-        "UNSUPPORTED_NODE",
-        "importRange",
-        "Assertion failed: (isInt32 || isInt64 || isFp32): This version of TensorRT only supports int32, int64, "
-        "and float input types for Range!",
-        f"{IMPORTERS} line 4460 ({MSGS})",
-        _range_type,
     ),
     Constraint(
         "clip-type",
@@ -748,6 +784,9 @@ CONSTRAINTS = [
     ),
 ]
 CONSTRAINT_BY_ID = {c.id: c for c in CONSTRAINTS}
+STATIC_FUNCS = ("check", "emptyOutputChecker", "poolingCheckHelper")
+# the parser runs a node's static checkers before its importer: their problem is the one it reports
+CONSTRAINTS.sort(key=lambda c: not c.func.startswith(STATIC_FUNCS))
 # ops whose table restriction on a constant input is checked by a dedicated constraint above
 DEDICATED_CONST = {"TopK", "Clip", "Conv", "ConvTranspose", "Dropout", "Resize", "Upsample"}
 # (op, input, since): table restrictions the real parser does not enforce (checked with TensorRT-RTX 1.7.1)
@@ -808,8 +847,17 @@ CONST_INPUT_TEXTS = [
     ),
     (
         ("STFT",),
-        "10.10",
+        "10.15",
         "11.1",
+        "UNSUPPORTED_NODE",
+        "getStftScalarInitializer",
+        "Assertion failed: input.is_weights(): frame_step must be an initializer!",
+        f"{RTX}; docs 10.15 STFT row",
+    ),
+    (
+        ("STFT",),
+        "10.10",
+        "10.14",
         "UNSUPPORTED_NODE",
         "importSTFT",
         "Assertion failed: inputs.at(1).is_weights(): FrameStep must be an initializer!",
@@ -826,6 +874,8 @@ CONST_INPUT_TEXTS = [
     ),
 ]
 ML_DOMAIN = "ai.onnx.ml"
+# N-listed ops with no static checker, so they reach the plugin fallback (TensorRT-RTX 1.7.1 answers DFT so)
+N_WITHOUT_CHECKER = {"DFT"}
 # rules (rules/*.yaml) that repair an op the table marks N
 N_OP_RULES = {
     "Unique": ("split-before-unsupported-tail",),
@@ -836,6 +886,19 @@ N_OP_RULES = {
 # graph-input and Cast types: a table's header list (with its 'limited support' note) names what TensorRT takes
 # ops that take UINT8 inputs although their table row does not list UINT8 (checked with TensorRT-RTX 1.7.1)
 UINT8_OK_OPS = {"Cast", "CastLike", "Identity", "Constant", "Shape", "Size", "Equal", "QuantizeLinear"}
+
+
+ELEMENTWISE = {
+    "Add": "SUM",
+    "Sub": "SUB",
+    "Mul": "PROD",
+    "Div": "DIV",
+    "Max": "MAX",
+    "Min": "MIN",
+    "Pow": "POW",
+    "Greater": "GREATER",
+    "Less": "LESS",
+}
 
 
 def _schema_inputs(op: str, opset: int, domain: str = "") -> list[str]:
@@ -898,7 +961,7 @@ class TensorRTStaticBackend:
             detail = f"input '{x}' is computed at run time; table: {node.op_type} {rule['text']}"
             for ops, since, until, code, func, msg, source in CONST_INPUT_TEXTS:
                 if node.op_type in ops and self._applies(since, until):
-                    text = msg.format(node=node.name or node.output[0], lower=node.op_type.lower())
+                    text = msg.format(node=_node_name(node), lower=node.op_type.lower())
                     return code, f"{text} ({func}; {detail})", source.format(op=node.op_type)
             return (
                 "UNSUPPORTED_NODE",
@@ -925,6 +988,15 @@ class TensorRTStaticBackend:
         if "UINT8" in self.types:
             uint8_in = [x for x in node.input if x and _dtype(facts, x) == "UINT8"]
             if uint8_in and node.op_type not in UINT8_OK_OPS and "UINT8" not in row.get("types", ""):
+                if node.op_type in ELEMENTWISE and _vt(self.version) >= (10, 15):
+                    name = _node_name(node)
+                    return (
+                        "INVALID_NODE",
+                        f"Invalid Node - {name}\nITensor::getDimensions: Error Code 4: API Usage Error ({name}: "
+                        f"ElementWiseOperation {ELEMENTWISE[node.op_type]} requires inputs with type kFLOAT, "
+                        "kHALF, kBF16, kFP8, or kINT8, kINT32, or kINT64. But type is UInt8.) (parseNode)",
+                        f"{RTX}; docs: UINT8 is only supported as network input or output tensor types",
+                    )
                 return (
                     "UNSUPPORTED_NODE",
                     "Assertion failed: status.is_success(): Found unsupported input type of UINT8 "
@@ -974,7 +1046,7 @@ class TensorRTStaticBackend:
         row = ops[node.op_type]
         if not row["supported"]:
             rules = N_OP_RULES
-            if self.static_checkers:
+            if self.static_checkers and node.op_type not in N_WITHOUT_CHECKER:
                 return (
                     Status.REJECTED,
                     "UNSUPPORTED_NODE",
@@ -997,7 +1069,7 @@ class TensorRTStaticBackend:
             if (not c.ops or node.op_type in c.ops) and c.applies(self.version):
                 detail = c.check(node, facts)
                 if detail:
-                    text = c.message.format(node=node.name or node.output[0])
+                    text = c.message.format(node=_node_name(node))
                     return Status.REJECTED, c.code, f"{text} ({c.func}; {detail})", c.rules, c.source
         for found in (self._const_input(node, facts, row), self._types(node, facts, row)):
             if found:
