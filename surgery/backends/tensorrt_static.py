@@ -321,16 +321,6 @@ def _attention_kv_shapes(node, facts):
     return None
 
 
-def _tensorscatter(node, facts):
-    mode = _attr(node, "mode", "linear")
-    if mode != "linear":
-        return f"Only linear mode is supported for now, got {mode}"
-    rank = facts.info(node.input[0]).rank
-    if rank is not None and rank != 4:
-        return f"The past_cache tensor is required to be 4D, got {rank}D."
-    return None
-
-
 def _celu_half(node, facts):
     t = _dtype(facts, node.input[0])
     return f"input type {t}" if t in ("FLOAT16", "BFLOAT16") else None
@@ -461,18 +451,6 @@ CONSTRAINTS = [
         ("inference-mode", "dropout-training-mode"),
     ),
     Constraint(
-        "batchnorm-one-output",
-        ("BatchNormalization",),
-        "9.3",
-        "11.1",
-        "UNSUPPORTED_NODE",
-        "emptyOutputChecker",
-        "This version of TensorRT doesn't support mode than 1 outputs for BatchNormalization nodes!",
-        f"{RTX} (a training-mode export's running mean/var outputs)",
-        _extra_outputs,
-        ("inference-mode",),
-    ),
-    Constraint(
         "batchnorm-training",
         ("BatchNormalization",),
         "9.3",
@@ -482,6 +460,18 @@ CONSTRAINTS = [
         '!isTraining && "This version of TensorRT does not support training_mode == 1 in BatchNormalization."',
         f"{CHECKERS} line 193 ({MSGS}); same text from TensorRT-RTX 1.7.1 — {ERRORS} row 21",
         _bn_training,
+        ("inference-mode",),
+    ),
+    Constraint(
+        "batchnorm-one-output",
+        ("BatchNormalization",),
+        "9.3",
+        "11.1",
+        "UNSUPPORTED_NODE",
+        "emptyOutputChecker",
+        "This version of TensorRT doesn't support mode than 1 outputs for BatchNormalization nodes!",
+        f"{RTX} (a training-mode export's running mean/var outputs)",
+        _extra_outputs,
         ("inference-mode",),
     ),
     Constraint(
@@ -736,15 +726,28 @@ CONSTRAINTS = [
         _attention_kv_shapes,
     ),
     Constraint(
-        "tensorscatter-mode-rank",
+        "tensorscatter-mode",
         ("TensorScatter",),
         "10.15",
         "11.1",
         "UNSUPPORTED_NODE",
         "importTensorScatter",
-        "Assertion failed: TensorScatter: `past_cache` and `update` must be 4D; linear mode only",
-        f"docs 10.15 TensorScatter row ('`past_cache` and `update` must be 4D'); texts: {RTX}",
-        _tensorscatter,
+        'Assertion failed: mode == "linear": Only linear mode is supported for now, got {detail}',
+        f"{RTX}",
+        lambda node, facts: None if _attr(node, "mode", "linear") == "linear" else _attr(node, "mode"),
+    ),
+    Constraint(
+        "tensorscatter-rank",
+        ("TensorScatter",),
+        "10.15",
+        "11.1",
+        "UNSUPPORTED_NODE",
+        "importTensorScatter",
+        "Assertion failed: cacheDims == 4: The past_cache tensor is required to be 4D, got {detail}D.",
+        f"docs 10.15 TensorScatter row ('`past_cache` and `update` must be 4D'); text: {RTX}",
+        lambda node, facts: (
+            None if facts.info(node.input[0]).rank in (None, 4) else facts.info(node.input[0]).rank
+        ),
     ),
     Constraint(
         "celu-half",
@@ -785,8 +788,8 @@ CONSTRAINTS = [
 ]
 CONSTRAINT_BY_ID = {c.id: c for c in CONSTRAINTS}
 STATIC_FUNCS = ("check", "emptyOutputChecker", "poolingCheckHelper")
-# the parser runs a node's static checkers before its importer: their problem is the one it reports
-CONSTRAINTS.sort(key=lambda c: not c.func.startswith(STATIC_FUNCS))
+# the parser runs a node's static checkers, then its input-type check, then its importer: the first problem is the
+# one it reports (check() walks the constraints in that order)
 # ops whose table restriction on a constant input is checked by a dedicated constraint above
 DEDICATED_CONST = {"TopK", "Clip", "Conv", "ConvTranspose", "Dropout", "Resize", "Upsample"}
 # (op, input, since): table restrictions the real parser does not enforce (checked with TensorRT-RTX 1.7.1)
@@ -1065,13 +1068,23 @@ class TensorRTStaticBackend:
         inner = self._subgraph_problem(node) if node.op_type in ("If", "Loop", "Scan") else None
         if inner:
             return inner
-        for c in CONSTRAINTS:
-            if (not c.ops or node.op_type in c.ops) and c.applies(self.version):
-                detail = c.check(node, facts)
-                if detail:
-                    text = c.message.format(node=_node_name(node))
-                    return Status.REJECTED, c.code, f"{text} ({c.func}; {detail})", c.rules, c.source
-        for found in (self._const_input(node, facts, row), self._types(node, facts, row)):
+        for static in (True, False):
+            broken = []  # static checkers report every problem of a node; an importer stops at its first
+            for c in CONSTRAINTS:
+                if c.func.startswith(STATIC_FUNCS) is not static:
+                    continue
+                if (not c.ops or node.op_type in c.ops) and c.applies(self.version):
+                    detail = c.check(node, facts)
+                    if detail:
+                        text = c.message.format(node=_node_name(node), detail=detail)
+                        broken.append((c, f"{text} ({c.func}; {detail})"))
+                        if not static:
+                            break
+            if broken:
+                c = broken[0][0]
+                rules = tuple(dict.fromkeys(r for b, _ in broken for r in b.rules))
+                return Status.REJECTED, c.code, "\n".join(m for _, m in broken), rules, c.source
+            found = self._types(node, facts, row) if static else self._const_input(node, facts, row)
             if found:
                 code, message, source = found
                 return Status.REJECTED, code, message, (), source
