@@ -81,14 +81,17 @@ def run_one(tool: str, path: str, repeat: int) -> None:
     print(f"RESULT {len(out.graph.node)} {statistics.median(times)}")
 
 
-def measure(tool: str, path: Path, repeat: int) -> tuple[str, float | None]:
+def measure(tool: str, path: Path, repeat: int, limit: float = TIME_LIMIT_S) -> tuple[str, float | None]:
     """Each tool in its own process: a peer that crashes (Polygraphy exits on some models) costs only its cell."""
-    proc = subprocess.run(
-        [sys.executable, __file__, "--one", tool, str(path), "--repeat", str(repeat)],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
+    try:
+        proc = subprocess.run(
+            [sys.executable, __file__, "--one", tool, str(path), "--repeat", str(repeat)],
+            capture_output=True,
+            text=True,
+            timeout=limit,
+        )
+    except subprocess.TimeoutExpired:
+        return f"timeout (> {limit:.0f} s)", None
     line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
     if line is None:
         tail = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
@@ -103,6 +106,9 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="one run each, no constant chain")
     ap.add_argument("--one", nargs=2, help=argparse.SUPPRESS)
     ap.add_argument("--repeat", type=int, default=3, help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--limit", type=float, default=TIME_LIMIT_S, help="seconds per tool and model (all repeats)"
+    )
     args = ap.parse_args()
     if args.one:
         return run_one(args.one[0], args.one[1], args.repeat)
@@ -131,7 +137,7 @@ def main() -> None:
         n = len(onnx.load(str(path), load_external_data=False).graph.node)
         cells, times = [], {}
         for tool in TOOLS:
-            nodes, sec = measure(tool, path, repeat)
+            nodes, sec = measure(tool, path, repeat, args.limit)
             cells += [nodes, "-" if sec is None else f"{sec:.3f}"]
             if sec is not None:
                 times[tool] = sec

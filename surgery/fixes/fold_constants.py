@@ -251,9 +251,13 @@ def _remove_dead(graph: onnx.GraphProto, removable: set[int]) -> None:
 def fold_constants(model: ModelProto, tensors=None, size_threshold=None, inline_if=True, base_dir=None):
     out = ModelProto()
     out.CopyFrom(model)
-    for _ in range(8):  # inlining an If can make more constants appear; a few rounds reach the fixpoint
+    # a round can expose more: an inlined If's branch, or a Shape whose input became static once a computed
+    # Reshape target folded. Without Shape, Size or If left, one round is the fixpoint.
+    for _ in range(8):
         changed = _fold_once(out, tensors, size_threshold, inline_if, base_dir)
         if not changed or tensors is not None:
+            break
+        if not any(n.op_type in ("Shape", "Size", "If") and not n.domain for n in out.graph.node):
             break
     _toposort_in_place(out.graph)
     return out
