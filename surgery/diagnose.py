@@ -1,7 +1,11 @@
-"""Check one model against several targets, with a verdict cache keyed by model fingerprint and backend."""
+"""Check one model against several targets, with a verdict cache keyed by model fingerprint + backend id +
+backend version (+ options). A target that cannot run here gives a report that says why (no verdicts); a
+backend that crashes gives UNKNOWN verdicts carrying the crash message — never a dead caller."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,7 +17,9 @@ from surgery.backends.isolate import BackendCrash
 from surgery.graph import node_keys
 from surgery.model import fingerprint
 
-_CACHE: dict[tuple[str, str, str], Report] = {}
+MAX_CACHED_REPORTS = 256
+_CACHE: dict[tuple, Report] = {}
+_LOCK = threading.Lock()
 
 
 def _unavailable_report(target: str, label: str, version: str, reason: str) -> Report:
@@ -22,26 +28,53 @@ def _unavailable_report(target: str, label: str, version: str, reason: str) -> R
     return report
 
 
+def _all_unknown(model: ModelProto, backend, message: str, code: str, source: str) -> Report:
+    report = Report(backend.id, backend.label, backend.version, accepted=False)
+    report.messages.append(message)
+    report.verdicts = [
+        Verdict(k, i, n.op_type, Status.UNKNOWN, message, code, Evidence(source, backend.label))
+        for i, (k, n) in enumerate(zip(node_keys(model.graph.node), model.graph.node))
+    ]
+    return report
+
+
+def is_unavailable(report: Report) -> bool:
+    return report.accepted is None and not report.verdicts
+
+
 def check_one(
-    model: ModelProto, target: str, base_dir: str | Path | None = None, *, fp: str | None = None
+    model: ModelProto,
+    target: str,
+    base_dir: str | Path | None = None,
+    *,
+    fp: str | None = None,
+    options: dict | None = None,
 ) -> Report:
+    """One target's report on `model` (cached). Raises UnknownBackend for a target id that does not exist."""
     backend = get_backend(target)
-    key = (fp or fingerprint(model), backend.id, backend.version)
-    if key in _CACHE:
-        return _CACHE[key]
+    key = (fp or fingerprint(model), backend.id, backend.version, tuple(sorted((options or {}).items())))
+    with _LOCK:
+        if key in _CACHE:
+            return _CACHE[key]
     available = backend.availability()
     if not available.ok:
         return _unavailable_report(backend.id, backend.label, backend.version, available.reason)
+    t0 = time.perf_counter()
     try:
         report = backend.check(model, None if base_dir is None else str(base_dir))
     except BackendCrash as exc:  # the backend died: that is a verdict on the model, not a dead app
-        report = Report(backend.id, backend.label, backend.version, accepted=False)
-        report.messages.append(str(exc))
-        report.verdicts = [
-            Verdict(k, i, n.op_type, Status.UNKNOWN, str(exc), "CRASH", Evidence("crash", backend.label))
-            for i, (k, n) in enumerate(zip(node_keys(model.graph.node), model.graph.node))
-        ]
-    _CACHE[key] = report
+        report = _all_unknown(model, backend, str(exc), "CRASH", "crash")
+        report.seconds = time.perf_counter() - t0
+    except Exception as exc:  # a bug on our side of the backend: say so rather than take the caller down
+        line = (str(exc).strip().splitlines() or [""])[0][:300]
+        message = f"onnx-surgery could not check with {backend.id}: {type(exc).__name__}: {line}"
+        report = _all_unknown(model, backend, message, "ERROR", "error")
+        report.seconds = time.perf_counter() - t0
+        return report  # not cached: it may be transient
+    with _LOCK:
+        if len(_CACHE) >= MAX_CACHED_REPORTS:
+            _CACHE.pop(next(iter(_CACHE)))
+        _CACHE[key] = report
     return report
 
 
@@ -51,6 +84,9 @@ def check_model(
     base_dir: str | Path | None = None,
     progress: Callable[[float, str], None] | None = None,
 ) -> list[Report]:
+    """A report per target, in order. Unknown target ids raise UnknownBackend before any backend runs."""
+    for target in targets:
+        get_backend(target)  # fail fast on a typo, before minutes of checking
     fp = fingerprint(model)
     reports = []
     for k, target in enumerate(targets):
@@ -63,4 +99,5 @@ def check_model(
 
 
 def clear_cache() -> None:
-    _CACHE.clear()
+    with _LOCK:
+        _CACHE.clear()

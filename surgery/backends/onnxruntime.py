@@ -1,8 +1,13 @@
 """onnxruntime as a target: can this onnxruntime (CPU) create a session for the model, and if not, which nodes
-are to blame. Whole-model check first; when it fails, nodes are probed one by one (cached by signature)."""
+are to blame. Whole-model check first; when it fails, nodes are probed one by one (cached by signature).
+
+Creating a session for a model of 10k+ nodes takes seconds, so when a node has no CPU kernel, no ONNX function
+body and no local function (it cannot run, whatever else holds), its one-node probe is asked first; if it is
+refused, the whole model would be refused too and the whole-model session is skipped."""
 
 from __future__ import annotations
 
+import functools
 import time
 
 from onnx import ModelProto
@@ -16,7 +21,43 @@ from surgery.backends.base import (
     Verdict,
 )
 from surgery.backends.probe import probe_nodes
-from surgery.graph import GraphFacts
+from surgery.graph import GraphFacts, opset_of
+
+
+@functools.cache
+def _kernels() -> frozenset[tuple[str, str]]:
+    """(domain, op) pairs the CPU execution provider has a kernel for."""
+    from onnxruntime.capi import onnxruntime_pybind11_state as C
+
+    return frozenset(
+        ("" if k.domain == "ai.onnx" else k.domain, k.op_name)
+        for k in C.get_all_opkernel_def()
+        if k.provider == "CPUExecutionProvider"
+    )
+
+
+def _expands(node, model: ModelProto) -> bool:
+    """Whether onnxruntime can run `node` by inlining a function (a local one or the op schema's)."""
+    import onnx
+
+    domain = node.domain or ""
+    if any(f.name == node.op_type and f.domain == domain for f in model.functions):
+        return True
+    try:
+        schema = onnx.defs.get_schema(node.op_type, opset_of(model, domain) or 1, domain)
+    except Exception:  # no schema at all
+        return False
+    return schema.has_function or schema.has_context_dependent_function
+
+
+def suspects(model: ModelProto) -> list[int]:
+    """Nodes that have no kernel on the CPU provider and no function to expand into."""
+    kernels = _kernels()
+    return [
+        i
+        for i, n in enumerate(model.graph.node)
+        if ("" if n.domain == "ai.onnx" else n.domain, n.op_type) not in kernels and not _expands(n, model)
+    ]
 
 
 def _first_line(exc: Exception) -> str:
@@ -55,10 +96,21 @@ class OnnxRuntimeBackend(BuildsWithSurgeryBuild):
         t0 = time.perf_counter()
         facts = GraphFacts.of(model)
         report = Report(self.id, self.label, self.version)
-        error = self._session_error(model, base_dir)
-        report.backend_calls = 1
         nodes = model.graph.node
-        if error is None:
+
+        def ask(probe: ModelProto) -> tuple[bool, str]:
+            err = self._session_error(probe)
+            return (err is None, err or "")
+
+        key = (self.id, self.version)
+        early, calls = probe_nodes(facts, ask, key, suspects(model))
+        report.backend_calls = calls
+        refused = [i for i, (ok, _) in early.items() if not ok]
+        error = None
+        if not refused:
+            error = self._session_error(model, base_dir)
+            report.backend_calls += 1
+        if error is None and not refused:
             report.accepted = True
             report.verdicts = [
                 Verdict(k, i, n.op_type, Status.SUPPORTED, evidence=Evidence("whole model", self.label))
@@ -67,12 +119,7 @@ class OnnxRuntimeBackend(BuildsWithSurgeryBuild):
             report.seconds = time.perf_counter() - t0
             return report
         report.accepted = False
-
-        def ask(probe: ModelProto) -> tuple[bool, str]:
-            err = self._session_error(probe)
-            return (err is None, err or "")
-
-        verdicts, calls = probe_nodes(facts, ask, (self.id, self.version))
+        verdicts, calls = probe_nodes(facts, ask, key)
         report.backend_calls += calls
         for i, (key, node) in enumerate(zip(facts.keys, nodes)):
             ok, message = verdicts[i]
@@ -87,7 +134,7 @@ class OnnxRuntimeBackend(BuildsWithSurgeryBuild):
                     Evidence("probe", f"{self.label}, one-node model"),
                 )
             )
-        if not report.rejected:
+        if not report.rejected and error:
             # every node works alone: the whole-model error is about how they fit; blame the node it names
             named = [
                 v for v in report.verdicts if v.node and (f"'{v.node}'" in error or f"({v.node})" in error)

@@ -1,50 +1,112 @@
 """Probing: ask a backend about one node at a time, for backends that stop at the first error.
 
-A node is cut out into a one-node model: constant inputs keep their values as initializers, other inputs
-become graph inputs typed from shape inference, outputs are typed. Verdicts are cached by node signature
-(op, domain, opset, attributes, input dtypes, ranks and const-ness), so a model of 2k nodes with 30 distinct
-signatures costs about 30 backend calls, and a second model with the same layers costs none.
+A node is cut out into a one-node model: constant inputs keep their values as initializers (a small constant
+computed by other nodes is evaluated first), other inputs become graph inputs typed from shape inference,
+outputs are typed. Verdicts are cached by node signature (op, domain, opset, attributes, input dtypes, ranks
+and const-ness), so a model of 2k nodes with 30 distinct signatures costs about 30 backend calls, and a second
+model with the same layers costs none. The cache lives in memory, and on disk when `use_disk_cache()` is on.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import os
+import threading
 from collections.abc import Callable
+from pathlib import Path
 
-import onnx
 from onnx import ModelProto, TensorProto, helper, numpy_helper
 
 from surgery.graph import GraphFacts, _all_inputs, node_signature
 
+SMALL_CONSTANT_BYTES = 256  # constants this small are part of the signature by value (Resize scales, TopK K)
+MAX_FOLD_NODES = 64  # constant cones up to this size are evaluated so the probe keeps the value
+
+Answer = tuple[bool, str]  # (supported, the backend's words)
+
 
 def _const_tensor(facts: GraphFacts, name: str) -> TensorProto | None:
+    """The value of a constant input: an initializer, a Constant node's value, or a small constant cone
+    evaluated with the ONNX reference runtime. None when it is not constant or cannot be had cheaply."""
     if name in facts.initializers:
         return facts.initializers[name]
     producer = facts.producer_of(name)
-    if producer is not None and producer.op_type == "Constant" and not producer.domain:
+    if producer is None or name not in facts.constant:
+        return None
+    if producer.op_type == "Constant" and not producer.domain:
         attr = next((a for a in producer.attribute if a.name == "value"), None)
         if attr is not None:
             t = TensorProto()
             t.CopyFrom(attr.t)
             t.name = name
             return t
-    return None
+    return _fold(facts, name)
+
+
+def _fold(facts: GraphFacts, name: str) -> TensorProto | None:
+    cache = facts.__dict__.setdefault("_probe_folded", {})
+    if name in cache:
+        return cache[name]
+    cache[name] = None
+    cone = facts.constant_producers(name)
+    if not cone or len(cone) > MAX_FOLD_NODES:
+        return None
+    nodes = [facts.model.graph.node[i] for i in cone]
+    if any(n.domain not in ("", "ai.onnx") for n in nodes):
+        return None
+    needed = {x for n in nodes for x in _all_inputs(n)} - {o for n in nodes for o in n.output}
+    inits = [facts.initializers[x] for x in needed if x in facts.initializers]
+    if len(inits) != len(needed) or any(t.data_location == TensorProto.EXTERNAL for t in inits):
+        return None
+    try:
+        from onnx.reference import ReferenceEvaluator
+
+        graph = helper.make_graph(nodes, "fold", [], [helper.make_tensor_value_info(name, 0, None)], inits)
+        sub = helper.make_model(
+            graph, opset_imports=list(facts.model.opset_import), ir_version=facts.model.ir_version
+        )
+        (value,) = ReferenceEvaluator(sub).run(None, {})
+        tensor = numpy_helper.from_array(value, name)
+    except Exception:  # folding is a nicety: the probe then takes the tensor as an input
+        return None
+    cache[name] = tensor
+    return tensor
 
 
 def signature(facts: GraphFacts, index: int) -> tuple:
-    """What decides a node's verdict: op identity and attributes, opsets, and each input's type and const-ness.
-    Small constant inputs are part of it by value (a Resize's scales or a TopK's K decide the verdict)."""
+    """What decides a node's verdict: op identity and attributes, the opset of its domain, and each input's
+    dtype, rank and const-ness. Small constant inputs are part of it by value (a Resize's scales or a TopK's
+    K decide the verdict); a model-local function's body is part of it by hash."""
     node = facts.model.graph.node[index]
     ins = []
-    for x in _all_inputs(node):
+    for x in node.input:
+        if not x:
+            ins.append(None)
+            continue
         info = facts.info(x)
-        const = _const_tensor(facts, x)
         value = None
-        if const is not None and const.data_location != TensorProto.EXTERNAL and const.ByteSize() <= 256:
-            value = hashlib.sha1(const.SerializeToString(deterministic=True)).hexdigest()[:12]
+        if facts.is_constant(x):
+            const = _const_tensor(facts, x)
+            if (
+                const is not None
+                and const.data_location != TensorProto.EXTERNAL
+                and const.ByteSize() <= SMALL_CONSTANT_BYTES
+            ):
+                value = hashlib.sha1(const.SerializeToString(deterministic=True)).hexdigest()[:12]
+            elif const is None:
+                value = "?"  # constant but not evaluated here: the probe will see a graph input
         ins.append((info.dtype, info.rank, facts.is_constant(x), value))
-    opsets = tuple(sorted((o.domain, o.version) for o in facts.model.opset_import))
-    return (node_signature(node), opsets, tuple(ins), len(node.output))
+    outer = tuple(sorted({(facts.info(x).dtype, facts.info(x).rank) for x in _all_inputs(node)[len(ins) :]}))
+    domain = node.domain or ""
+    opset = next((o.version for o in facts.model.opset_import if (o.domain or "") == domain), None)
+    if domain in ("", "ai.onnx"):
+        opset = next((o.version for o in facts.model.opset_import if o.domain in ("", "ai.onnx")), None)
+    body = ""
+    for f in facts.model.functions:
+        if f.name == node.op_type and f.domain == domain:
+            body = hashlib.sha1(f.SerializeToString(deterministic=True)).hexdigest()[:12]
+    return (node_signature(node), opset, tuple(ins), outer, len(node.output), body)
 
 
 def isolate(facts: GraphFacts, index: int) -> ModelProto:
@@ -56,7 +118,7 @@ def isolate(facts: GraphFacts, index: int) -> ModelProto:
         if x in seen:
             continue
         seen.add(x)
-        const = _const_tensor(facts, x)
+        const = _const_tensor(facts, x) if facts.is_constant(x) else None
         if const is not None:
             inits.append(const)
             continue
@@ -76,46 +138,118 @@ def isolate(facts: GraphFacts, index: int) -> ModelProto:
 
 
 class VerdictCache:
-    """Per-process cache: (backend id, version, signature) -> (ok, message)."""
+    """(backend id, version, options..., signature) -> (ok, message); in memory, and in a small JSON-lines file
+    when a directory is set. Keys are hashed for the file; a file over `max_entries` is rewritten smaller."""
 
-    def __init__(self):
-        self._store: dict[tuple, tuple[bool, str]] = {}
+    def __init__(self, directory: str | Path | None = None, max_entries: int = 50_000):
+        self._store: dict[tuple, Answer] = {}
+        self._disk: dict[str, Answer] | None = None
+        self.directory = Path(directory) if directory else None
+        self.max_entries = max_entries
         self.hits = 0
+        self._lock = threading.Lock()
 
-    def get(self, key):
+    @staticmethod
+    def _hash(key: tuple) -> str:
+        return hashlib.sha1(repr(key).encode()).hexdigest()
+
+    @property
+    def path(self) -> Path | None:
+        return None if self.directory is None else self.directory / "probe-verdicts-v1.jsonl"
+
+    def _load(self) -> dict[str, Answer]:
+        if self._disk is None:
+            self._disk = {}
+            if self.path is not None and self.path.exists():
+                for line in self.path.read_text(errors="replace").splitlines():
+                    try:
+                        k, ok, msg = json.loads(line)
+                        self._disk[k] = (bool(ok), str(msg))
+                    except (ValueError, TypeError):
+                        continue  # a torn line from a concurrent writer: skip it
+        return self._disk
+
+    def get(self, key: tuple) -> Answer | None:
         found = self._store.get(key)
+        if found is None and self.directory is not None:
+            found = self._load().get(self._hash(key))
+            if found is not None:
+                self._store[key] = found
         if found is not None:
             self.hits += 1
         return found
 
-    def put(self, key, value) -> None:
+    def put(self, key: tuple, value: Answer) -> None:
         self._store[key] = value
+        if self.directory is None:
+            return
+        with self._lock:
+            disk = self._load()
+            disk[self._hash(key)] = value
+            try:
+                self.directory.mkdir(parents=True, exist_ok=True)
+                if len(disk) > self.max_entries:
+                    keep = list(disk.items())[-self.max_entries // 2 :]
+                    self._disk = dict(keep)
+                    tmp = self.path.with_suffix(".tmp")
+                    tmp.write_text("".join(json.dumps([k, *v]) + "\n" for k, v in keep))
+                    os.replace(tmp, self.path)
+                else:
+                    with open(self.path, "a") as f:
+                        f.write(json.dumps([self._hash(key), *value]) + "\n")
+            except OSError:
+                pass  # a read-only home: the memory cache still works
+
+    def clear(self, disk: bool = False) -> None:
+        self._store.clear()
+        self.hits = 0
+        if disk and self.path is not None and self.path.exists():
+            self.path.unlink()
+        self._disk = None
 
 
 CACHE = VerdictCache()
 
 
+def use_disk_cache(directory: str | Path | None = "~/.cache/onnx-surgery") -> None:
+    """Keep probe verdicts on disk too (None turns it off). The CLI turns it on unless told --no-cache."""
+    CACHE.directory = None if directory is None else Path(os.path.expanduser(str(directory)))
+    CACHE._disk = None
+
+
 def probe_nodes(
     facts: GraphFacts,
-    ask: Callable[[ModelProto], tuple[bool, str]],
+    ask: Callable[[ModelProto], Answer] | None,
     cache_key: tuple,
     indices: list[int] | None = None,
-) -> tuple[dict[int, tuple[bool, str]], int]:
-    """Ask `ask(one_node_model) -> (ok, message)` for each node (deduplicated). Returns verdicts and calls made."""
-    verdicts: dict[int, tuple[bool, str]] = {}
-    calls = 0
-    for i in indices if indices is not None else range(len(facts.model.graph.node)):
-        key = (*cache_key, signature(facts, i))
-        found = CACHE.get(key)
-        if found is None:
+    *,
+    ask_many: Callable[[list[ModelProto]], list[Answer]] | None = None,
+) -> tuple[dict[int, Answer], int]:
+    """A verdict for each node in `indices` (default: all), asking the backend once per distinct signature that
+    is not cached: `ask(one_node_model)` per probe, or `ask_many(models)` once for all of them (a backend
+    behind `call_isolated` pays one round trip). Returns {index: (ok, message)} and the number of probes."""
+    indices = list(range(len(facts.model.graph.node))) if indices is None else indices
+    keys = {i: (*cache_key, signature(facts, i)) for i in indices}
+    todo: dict[tuple, int] = {}  # key -> first node index with it
+    for i in indices:
+        if keys[i] not in todo and CACHE.get(keys[i]) is None:
+            todo[keys[i]] = i
+    if todo:
+        models = []
+        for key, i in todo.items():
             try:
-                found = ask(isolate(facts, i))
-            except onnx.checker.ValidationError as exc:  # a probe model that cannot be built says so
-                found = (False, f"could not isolate the node: {exc}")
-            calls += 1
-            CACHE.put(key, found)
-        verdicts[i] = found
-    return verdicts, calls
+                models.append(isolate(facts, i))
+            except Exception as exc:  # a probe model that cannot be built says so
+                CACHE.put(key, (False, f"could not isolate the node: {exc}"))
+                models.append(None)
+        pending = [(key, m) for (key, _), m in zip(todo.items(), models) if m is not None]
+        if ask_many is not None:
+            answers = ask_many([m for _, m in pending]) if pending else []
+        else:
+            answers = [ask(m) for _, m in pending]
+        for (key, _), answer in zip(pending, answers):
+            CACHE.put(key, answer)
+    return {i: CACHE._store[keys[i]] for i in indices}, len(todo)
 
 
 def constant_value(facts: GraphFacts, name: str):

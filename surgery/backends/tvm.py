@@ -1,14 +1,17 @@
-"""TVM as a target: the Relax ONNX frontend (`tvm.relax.frontend.onnx.from_onnx`) in an isolated process.
+"""TVM as a target: the Relax ONNX frontend (`tvm.relax.frontend.onnx.from_onnx`), always in an isolated process.
 
-The frontend names unsupported op *types* (OpNotImplemented), never nodes, and it ignores op domains — a
-`com.example::Relu` would be imported as a standard Relu. So: unsupported types map to their nodes; any
-custom-domain node is rejected here with that reason; any other failure is narrowed down by probing single
-nodes (in the same process, deduplicated by signature)."""
+The frontend stops at the first problem and names unsupported op *types* (OpNotImplemented), never nodes. It also
+ignores op domains: a `com.example::Relu` would be imported as a standard Relu. So:
+- the whole model is imported first; if that works, every node is supported (no probing);
+- otherwise every distinct node signature is imported alone (one isolated call for the batch, cached by
+  signature across models), and the frontend's own words become the node's verdict;
+- a node of a domain TVM has no converters for, which the frontend would import anyway (as the standard op of
+  the same name), is rejected here with that reason.
+"""
 
 from __future__ import annotations
 
 import importlib.util
-import re
 import time
 
 from onnx import ModelProto
@@ -22,19 +25,27 @@ from surgery.backends.base import (
     Verdict,
     package_version,
 )
-from surgery.backends.isolate import call_isolated
-from surgery.graph import node_keys
+from surgery.backends.isolate import BackendCrash, call_isolated
+from surgery.backends.probe import probe_nodes
+from surgery.graph import GraphFacts
 
 TIMEOUT_S = 300.0
 STANDARD = ("", "ai.onnx")
+# The frontend's converters written for onnxruntime contrib ops (they are looked up by op type alone).
+CONTRIB = {
+    "com.microsoft": frozenset(
+        {"Attention", "SkipLayerNormalization", "EmbedLayerNormalization", "FastGelu", "BiasGelu", "Gelu"}
+    )
+}
 
 
-def _first_line(exc: Exception) -> str:
+def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines() or [type(exc).__name__]
     return f"{type(exc).__name__}: {text[0][:300]}"
 
 
 def _import(data: bytes) -> str | None:
+    """In the isolated process: None when the frontend imports the model, else its first line of complaint."""
     import onnx
     from tvm.relax.frontend.onnx import from_onnx
 
@@ -45,29 +56,38 @@ def _import(data: bytes) -> str | None:
         return _first_line(exc)
 
 
-def _check(data: bytes) -> dict:
-    """In the isolated process: whole model, then (if needed) every distinct node signature alone."""
+def _import_whole(data: bytes) -> tuple[str, str | None]:
     import tvm
-    from onnx import ModelProto as MP
 
-    from surgery.backends.probe import isolate, signature
-    from surgery.graph import GraphFacts
+    return tvm.__version__, _import(data)
 
-    error = _import(data)
-    out = {"version": tvm.__version__, "error": error, "probes": {}, "calls": 1}
-    if error is None or "OpNotImplemented" in error:
-        return out
-    model = MP()
-    model.ParseFromString(data)
-    facts = GraphFacts.of(model)
-    seen: dict[tuple, str | None] = {}
-    for i in range(len(model.graph.node)):
-        sig = signature(facts, i)
-        if sig not in seen:
-            seen[sig] = _import(isolate(facts, i).SerializeToString())
-            out["calls"] += 1
-        out["probes"][i] = seen[sig]
-    return out
+
+def _import_many(models: list[bytes]) -> list[str | None]:
+    return [_import(m) for m in models]
+
+
+def _ask_many(models: list[ModelProto]) -> list[tuple[bool, str]]:
+    """Probe a batch in one isolated call; if the batch crashes, ask one by one so only the culprit carries the
+    crash."""
+    blobs = [m.SerializeToString() for m in models]
+    try:
+        errors = call_isolated("surgery.backends.tvm:_import_many", blobs, timeout=TIMEOUT_S)
+    except BackendCrash:
+        errors = []
+        for blob in blobs:
+            try:
+                errors.append(call_isolated("surgery.backends.tvm:_import", blob, timeout=TIMEOUT_S / 4))
+            except BackendCrash as exc:
+                errors.append(str(exc))
+    return [(e is None, e or "") for e in errors]
+
+
+def foreign(node) -> bool:
+    """A node of a domain the frontend has no converter for (it would be imported as a standard op or fail)."""
+    domain = node.domain or ""
+    if domain in STANDARD:
+        return False
+    return node.op_type not in CONTRIB.get(domain, ())
 
 
 class TVMBackend(BuildsWithSurgeryBuild):
@@ -84,40 +104,47 @@ class TVMBackend(BuildsWithSurgeryBuild):
 
     def check(self, model: ModelProto, base_dir: str | None = None) -> Report:
         t0 = time.perf_counter()
-        out = call_isolated("surgery.backends.tvm:_check", model.SerializeToString(), timeout=TIMEOUT_S)
-        report = Report(self.id, self.label, self.version, backend_calls=out["calls"])
-        error = out["error"] or ""
-        missing = set()
-        m = re.search(r"not supported for frontend ONNX: (.*)", error)
-        if m:
-            missing = {x.strip() for x in m.group(1).split(",")}
-        evidence = Evidence("whole model", f"TVM {out['version']} Relax ONNX frontend")
-        for i, (key, node) in enumerate(zip(node_keys(model.graph.node), model.graph.node)):
-            status, message, ev = Status.SUPPORTED, "", evidence
-            if node.domain not in STANDARD and node.domain != "ai.onnx.ml":
-                status = Status.REJECTED
-                message = (
-                    f"custom op {node.domain}::{node.op_type}: TVM's ONNX frontend ignores op domains"
-                    + (
-                        f" and has no converter for {node.op_type}"
-                        if node.op_type in missing
-                        else f" and would import it as the standard {node.op_type}, which it is not"
-                    )
-                )
-            elif node.op_type in missing:
-                status, message = (
+        version, error = call_isolated(
+            "surgery.backends.tvm:_import_whole", model.SerializeToString(), timeout=TIMEOUT_S
+        )
+        report = Report(self.id, self.label, self.version, backend_calls=1)
+        nodes = model.graph.node
+        facts = GraphFacts.of(model)
+        alien = {i for i, n in enumerate(nodes) if foreign(n)}
+        probed: dict[int, tuple[bool, str]] = {}
+        if error is not None:
+            probed, calls = probe_nodes(facts, None, (self.id, self.version), ask_many=_ask_many)
+            report.backend_calls += 1 if calls else 0
+        whole = Evidence("whole model", f"TVM {version} Relax ONNX frontend")
+        probe = Evidence("probe", f"TVM {version}, one-node model")
+        for i, (key, node) in enumerate(zip(facts.keys, nodes)):
+            if i in alien and (i not in probed or probed[i][0]):
+                v = Verdict(
+                    key,
+                    i,
+                    node.op_type,
                     Status.REJECTED,
-                    f"OpNotImplemented: The following operators are not supported "
-                    f"for frontend ONNX: {node.op_type}",
+                    f"custom op {node.domain}::{node.op_type}: TVM's ONNX frontend ignores op domains and "
+                    f"would import it as the standard {node.op_type}, which it is not",
+                    "FOREIGN_DOMAIN",
+                    whole if i not in probed else probe,
                 )
-            elif i in out["probes"] and out["probes"][i]:
-                status, message = Status.REJECTED, out["probes"][i]
-                ev = Evidence("probe", f"TVM {out['version']}, one-node model")
-            report.verdicts.append(
-                Verdict(key, i, node.op_type, status, message, "FRONTEND" if message else "", ev)
-            )
-        report.accepted = not error and not report.rejected
-        if error and not report.rejected:
-            report.messages.append(error)
+            elif i in probed:
+                ok, message = probed[i]
+                v = Verdict(
+                    key,
+                    i,
+                    node.op_type,
+                    Status.SUPPORTED if ok else Status.REJECTED,
+                    message,
+                    "" if ok else ("OP_NOT_IMPLEMENTED" if "OpNotImplemented" in message else "FRONTEND"),
+                    probe,
+                )
+            else:
+                v = Verdict(key, i, node.op_type, Status.SUPPORTED, evidence=whole)
+            report.verdicts.append(v)
+        report.accepted = error is None and not report.rejected
+        if error is not None and not report.rejected:
+            report.messages.append(error)  # every node imports alone: the failure is about how they fit
         report.seconds = time.perf_counter() - t0
         return report

@@ -23,31 +23,44 @@ def add_parser(sub):
     p.add_argument("--format", choices=["text", "json", "sarif"], default="text")
     p.add_argument("--all", action="store_true", help="list supported nodes too")
     p.add_argument("--max-bytes", type=int, default=None)
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="do not read or write probe verdicts under ~/.cache/onnx-surgery",
+    )
     return p
 
 
 def _sarif(path: str, reports) -> dict:
+    """SARIF 2.1.0: one result per rejected node; ruleId is the verdict code, the message the backend's words,
+    the location the model file with the node as a logical location."""
     results, rules = [], {}
     for r in reports:
         for v in r.rejected:
-            rule_id = f"{r.backend}/{v.code or 'REJECTED'}"
-            rules.setdefault(rule_id, {"id": rule_id, "shortDescription": {"text": f"{r.label}: {v.code}"}})
+            rule_id = v.code or "REJECTED"
+            rules.setdefault(
+                rule_id,
+                {"id": rule_id, "shortDescription": {"text": f"node rejected by a backend ({rule_id})"}},
+            )
             results.append(
                 {
                     "ruleId": rule_id,
                     "level": "error",
-                    "message": {"text": f"{v.op_type} node '{v.node}': {v.message}"},
+                    "message": {"text": v.message or f"{r.label} rejects this node"},
                     "locations": [
                         {
                             "physicalLocation": {"artifactLocation": {"uri": path}},
                             "logicalLocations": [
-                                {"name": v.node, "kind": "function", "fullyQualifiedName": v.node}
+                                {"name": v.node, "kind": "member", "fullyQualifiedName": f"graph/{v.node}"}
                             ],
                         }
                     ],
                     "properties": {
                         "backend": r.backend,
+                        "backendLabel": r.label,
+                        "opType": v.op_type,
                         "evidence": v.evidence.source,
+                        "evidenceDetail": v.evidence.detail,
                         "rules": list(v.rules),
                     },
                 }
@@ -56,16 +69,30 @@ def _sarif(path: str, reports) -> dict:
         "version": "2.1.0",
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "runs": [
-            {"tool": {"driver": {"name": "onnx-surgery", "rules": list(rules.values())}}, "results": results}
+            {
+                "tool": {
+                    "driver": {
+                        "name": "onnx-surgery",
+                        "informationUri": "https://github.com/onnx/onnx",
+                        "rules": list(rules.values()),
+                    }
+                },
+                "artifacts": [{"location": {"uri": path}}],
+                "results": results,
+            }
         ],
     }
 
 
 def _text(reports, model, show_all: bool) -> str:
+    from surgery.diagnose import is_unavailable
     from surgery.partition import partition
 
     lines = []
     for r in reports:
+        if is_unavailable(r):
+            lines.append(f"== {r.label} [{r.backend}]: unavailable — " + "; ".join(r.messages))
+            continue
         verdict = (
             "accepts" if r.accepted else ("rejects" if r.rejected or r.accepted is False else "no verdict")
         )
@@ -93,11 +120,19 @@ def _text(reports, model, show_all: bool) -> str:
     return "\n".join(lines)
 
 
+def _refuses(r) -> bool:
+    return bool(r.rejected) or r.accepted is False
+
+
 def run(args) -> int:
     from surgery.backends import UnknownBackend
-    from surgery.diagnose import check_model
+    from surgery.backends.probe import use_disk_cache
+    from surgery.diagnose import check_model, is_unavailable
     from surgery.model import load_model
+    from surgery.partition import partition
 
+    if not args.no_cache:
+        use_disk_cache()
     model = load_model(args.model, max_bytes=args.max_bytes)
     targets = args.target or ["onnxruntime"]
     try:
@@ -106,14 +141,22 @@ def run(args) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.format == "json":
-        print(json.dumps({"model": args.model, "reports": [r.to_dict() for r in reports]}, indent=2))
+        out = []
+        for r in reports:
+            d = r.to_dict()
+            d["available"] = not is_unavailable(r)
+            d["partition"] = partition(model.proto, r).to_dict() if r.verdicts else None
+            out.append(d)
+        print(json.dumps({"model": args.model, "reports": out}, indent=2))
     elif args.format == "sarif":
         print(json.dumps(_sarif(args.model, reports), indent=2))
     else:
         print(_text(reports, model.proto, args.all))
-        bad = [r.backend for r in reports if r.rejected or r.accepted is False]
+        bad = [r.backend for r in reports if _refuses(r)]
+        off = [r.backend for r in reports if is_unavailable(r)]
         print(
-            f"\nsummary: {len(reports) - len(bad)} of {len(reports)} target(s) accept the model"
+            f"\nsummary: {len(reports) - len(bad) - len(off)} of {len(reports)} target(s) accept the model"
             + (f"; rejected by {', '.join(bad)}" if bad else "")
+            + (f"; unavailable here: {', '.join(off)}" if off else "")
         )
-    return EXIT_REJECTED if any(r.rejected or r.accepted is False for r in reports) else EXIT_OK
+    return EXIT_REJECTED if any(_refuses(r) for r in reports) else EXIT_OK
