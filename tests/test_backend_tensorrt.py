@@ -129,13 +129,22 @@ def test_verdicts_agree_with_the_whole_model_outcome(trt, onnx_node_tests):
 def test_a_crash_becomes_a_backend_crash_not_a_dead_caller(monkeypatch, trt):
     from surgery.backends import tensorrt as mod
 
-    monkeypatch.setattr(mod, "TIMEOUT_S", 0.01)
+    # 3000 chained Relus take the parser far longer than 1 ms, even in a warm worker process
+    nodes = [helper.make_node("Relu", [f"t{k}"], [f"t{k + 1}"], name=f"r{k}") for k in range(3000)]
+    g = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("t0", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("t3000", TensorProto.FLOAT, [4])],
+    )
+    slow = helper.make_model(g, ir_version=8, opset_imports=[helper.make_opsetid("", 13)])
+    monkeypatch.setattr(mod, "TIMEOUT_S", 0.001)
     with pytest.raises(BackendCrash, match="timed out.*TensorRT"):
-        trt.check(build("healthy_cnn"))
+        trt.check(slow)
     from surgery.diagnose import check_one, clear_cache
 
     clear_cache()
-    r = check_one(build("healthy_cnn"), "tensorrt")
+    r = check_one(slow, "tensorrt")
     assert r.accepted is False and all(v.status is Status.UNKNOWN for v in r.verdicts)
     assert "timed out" in r.messages[0]
     clear_cache()
