@@ -17,6 +17,7 @@ _CLASSES = {
     "tvm": ("surgery.backends.tvm", "TVMBackend"),
 }
 _instances: dict[str, Backend] = {}
+_factories: dict[str, object] = {}
 
 
 class UnknownBackend(ValueError):
@@ -28,7 +29,9 @@ def get_backend(backend_id: str) -> Backend:
     if backend_id in _instances:
         return _instances[backend_id]
     name, _, version = backend_id.partition("@")
-    if name == "tensorrt-static":
+    if backend_id in _factories:
+        backend = _factories[backend_id]()
+    elif name == "tensorrt-static":
         tensorrt_static = _module("surgery.backends.tensorrt_static", backend_id)
         if not version:
             raise UnknownBackend(
@@ -49,6 +52,12 @@ def get_backend(backend_id: str) -> Backend:
         )
     _instances[backend_id] = backend
     return backend
+
+
+def register(backend_id: str, factory) -> None:
+    """Add a backend under `backend_id` (a plugin's own target, or a test's): `factory()` builds it on first use."""
+    _factories[backend_id] = factory
+    _instances.pop(backend_id, None)
 
 
 def _module(module: str, backend_id: str):

@@ -246,10 +246,20 @@ def probe_nodes(
         if ask_many is not None:
             answers = ask_many([m for _, m in pending]) if pending else []
         else:
-            answers = [ask(m) for _, m in pending]
+            answers = [_ask_safely(ask, m) for _, m in pending]
         for (key, _), answer in zip(pending, answers):
             CACHE.put(key, answer)
     return {i: CACHE._store[keys[i]] for i in indices}, len(todo)
+
+
+def _ask_safely(ask: Callable[[ModelProto], Answer], model: ModelProto) -> Answer:
+    """A probe that crashes the backend is a verdict on that node: refused, in the crash's words."""
+    from surgery.backends.isolate import BackendCrash
+
+    try:
+        return ask(model)
+    except BackendCrash as exc:
+        return (False, str(exc))
 
 
 def constant_value(facts: GraphFacts, name: str):
