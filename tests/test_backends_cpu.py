@@ -141,7 +141,7 @@ def test_per_node_verdicts_agree_with_the_whole_model_outcome(backend):
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", CPU)
 def test_agreement_on_a_wider_slice_of_node_tests(backend):
-    picked = node_tests(MODULES + ["if", "loop", "scan", "nonmaxsuppression", "qlinearmatmul", "softmax"])
+    picked = node_tests(MODULES + ["if_", "loop", "scan", "nonmaxsuppression", "qlinearmatmul", "softmax"])
     b = get_backend(backend)
     for name, m in picked:
         r = b.check(m)

@@ -41,7 +41,10 @@ def _convert(path: str) -> dict:
     from openvino.frontend import FrontEndManager
 
     fe = FrontEndManager().load_by_framework("onnx")
-    partial = fe.convert_partially(fe.load(path))
+    try:
+        partial = fe.convert_partially(fe.load(path))
+    except Exception:  # the frontend cannot even load it (e.g. "Unsupported type"): read_model's words stand
+        return out
     # the node's ONNX name is its friendly name (or its first output's). Note: get_attributes() on an
     # ONNXFrameworkNode crashes OpenVINO 2026.4 with SIGSEGV, so domain and type come from our own model.
     out["unconverted"] = [
