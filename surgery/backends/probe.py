@@ -134,7 +134,26 @@ def isolate(facts: GraphFacts, index: int) -> ModelProto:
     graph = helper.make_graph([node], f"probe_{node.op_type}", inputs, outputs, inits)
     probe = helper.make_model(graph, opset_imports=list(model.opset_import), ir_version=model.ir_version)
     probe.functions.extend(model.functions)
+    if any(facts.info(o).is_dynamic for o in node.output if o) and (inits or not inputs):
+        _retype_outputs(probe)
     return probe
+
+
+def _retype_outputs(probe: ModelProto) -> None:
+    """Constants folded into the probe can tell shape inference more than the whole model's facts did."""
+    import onnx
+
+    try:
+        inferred = onnx.shape_inference.infer_shapes(probe, strict_mode=False, data_prop=True)
+    except Exception:  # the facts' types stand
+        return
+    found = {vi.name: vi for vi in [*inferred.graph.value_info, *inferred.graph.output]}
+    for out in probe.graph.output:
+        better = found.get(out.name)
+        if better is not None and better.type.tensor_type.HasField("shape"):
+            known = lambda vi: sum(d.HasField("dim_value") for d in vi.type.tensor_type.shape.dim)  # noqa: E731
+            if not out.type.tensor_type.HasField("shape") or known(better) > known(out):
+                out.type.CopyFrom(better.type)
 
 
 class VerdictCache:

@@ -1,0 +1,154 @@
+"""Probing: one-node models keep constant values and inferred types; signatures tell apart what decides a verdict
+and nothing else; a model with many nodes and few signatures costs few backend calls; the disk cache."""
+
+import signal
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from surgery.backends.isolate import call_isolated
+from surgery.backends.probe import CACHE, VerdictCache, isolate, probe_nodes, signature
+from surgery.graph import GraphFacts
+
+
+def _resize_model(scales_from: str = "initializer") -> onnx.ModelProto:
+    #   x[1,3,4,4] ─────────────────────────────┐
+    #   scales (initializer | Constant | Concat of two constants) ─> Resize -> y[1,3,8,8]
+    nodes, inits = [], []
+    if scales_from == "initializer":
+        inits.append(numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales"))
+    elif scales_from == "constant":
+        nodes.append(
+            helper.make_node(
+                "Constant",
+                [],
+                ["scales"],
+                name="c",
+                value=numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32)),
+            )
+        )
+    else:
+        inits += [
+            numpy_helper.from_array(np.array([1, 1], np.float32), "a"),
+            numpy_helper.from_array(np.array([2, 2], np.float32), "b"),
+        ]
+        nodes.append(helper.make_node("Concat", ["a", "b"], ["scales"], name="cat", axis=0))
+    nodes.append(helper.make_node("Resize", ["x", "", "scales"], ["y"], name="resize", mode="nearest"))
+    g = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        inits,
+    )
+    return helper.make_model(g, ir_version=8, opset_imports=[helper.make_opsetid("", 13)])
+
+
+@pytest.mark.parametrize("scales_from", ["initializer", "constant", "computed"])
+def test_isolated_node_keeps_constant_values_and_inferred_types(scales_from):
+    m = _resize_model(scales_from)
+    facts = GraphFacts.of(m)
+    probe = isolate(facts, len(m.graph.node) - 1)
+    onnx.checker.check_model(probe, full_check=True)
+    assert [n.op_type for n in probe.graph.node] == ["Resize"]
+    assert [i.name for i in probe.graph.input] == ["x"]
+    (scales,) = probe.graph.initializer
+    assert numpy_helper.to_array(scales).tolist() == [1, 1, 2, 2]
+    (y,) = probe.graph.output
+    assert [d.dim_value for d in y.type.tensor_type.shape.dim] == [1, 3, 8, 8]  # from shape inference
+
+
+def _topk(k: int, dtype=TensorProto.FLOAT, rank: int = 2) -> onnx.ModelProto:
+    shape = [4] * rank
+    g = helper.make_graph(
+        [helper.make_node("TopK", ["x", "k"], ["v", "i"], name="topk")],
+        "g",
+        [helper.make_tensor_value_info("x", dtype, shape)],
+        [
+            helper.make_tensor_value_info("v", dtype, None),
+            helper.make_tensor_value_info("i", TensorProto.INT64, None),
+        ],
+        [numpy_helper.from_array(np.array([k], np.int64), "k")],
+    )
+    return helper.make_model(g, ir_version=8, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_signature_tells_apart_what_decides_a_verdict():
+    sig = lambda m: signature(GraphFacts.of(m), 0)  # noqa: E731
+    assert sig(_topk(2)) == sig(_topk(2))
+    assert sig(_topk(2)) != sig(_topk(3))  # a small constant input counts by value
+    assert sig(_topk(2)) != sig(_topk(2, TensorProto.FLOAT16))  # dtype
+    assert sig(_topk(2)) != sig(_topk(2, rank=3))  # rank
+    m = _topk(2)
+    m.opset_import[0].version = 11
+    assert sig(m) != sig(_topk(2))  # opset
+
+
+def _chains(n: int) -> onnx.ModelProto:
+    #   n identical chains: x -> Relu -> com.x::Foo -> f_k
+    nodes, outputs = [], []
+    for k in range(n):
+        nodes += [
+            helper.make_node("Relu", ["x"], [f"r{k}"], name=f"relu{k}"),
+            helper.make_node("Foo", [f"r{k}"], [f"f{k}"], name=f"foo{k}", domain="com.x"),
+        ]
+        outputs.append(helper.make_tensor_value_info(f"f{k}", TensorProto.FLOAT, [3]))
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])], outputs)
+    return helper.make_model(
+        g, ir_version=8, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.x", 1)]
+    )
+
+
+def test_probing_asks_once_per_signature_and_caches_across_models():
+    asked = []
+
+    def ask(model):
+        asked.append(model.graph.node[0].op_type)
+        return (model.graph.node[0].domain == "", "no Foo here")
+
+    CACHE.clear()
+    verdicts, calls = probe_nodes(GraphFacts.of(_chains(300)), ask, ("test-backend", "1"))
+    assert calls == 2 and sorted(asked) == ["Foo", "Relu"]
+    assert sum(ok for ok, _ in verdicts.values()) == 300 and len(verdicts) == 600
+    _, calls = probe_nodes(GraphFacts.of(_chains(7)), ask, ("test-backend", "1"))
+    assert calls == 0 and len(asked) == 2  # another model with the same layers
+    _, calls = probe_nodes(GraphFacts.of(_chains(7)), ask, ("test-backend", "2"))
+    assert calls == 2  # another backend version asks again
+
+
+def test_probing_in_one_batch():
+    CACHE.clear()
+    batches = []
+
+    def ask_many(models):
+        batches.append(len(models))
+        return [(True, "")] * len(models)
+
+    _, calls = probe_nodes(GraphFacts.of(_chains(50)), None, ("batch", "1"), ask_many=ask_many)
+    assert batches == [2] and calls == 2
+
+
+def test_a_probe_that_crashes_the_backend_is_a_refusal_in_the_crash_words():
+    def ask(model):
+        if model.graph.node[0].op_type == "Foo":
+            call_isolated("surgery.backends.isolate:crash_for_test", signal.SIGSEGV)
+        return (True, "")
+
+    CACHE.clear()
+    verdicts, _ = probe_nodes(GraphFacts.of(_chains(3)), ask, ("crashy", "1"))
+    assert verdicts[1] == (False, "backend crashed: signal 11 (SIGSEGV)") and verdicts[0] == (True, "")
+
+
+def test_disk_cache_survives_a_new_process_and_stays_small(tmp_path):
+    first = VerdictCache(tmp_path)
+    first.put(("b", "1", ("sig",)), (False, "nope"))
+    second = VerdictCache(tmp_path)  # what a new process sees
+    assert second.get(("b", "1", ("sig",))) == (False, "nope")
+    assert second.get(("b", "2", ("sig",))) is None
+    small = VerdictCache(tmp_path / "small", max_entries=10)
+    for k in range(25):
+        small.put(("b", "1", k), (True, ""))
+    lines = small.path.read_text().splitlines()
+    assert len(lines) <= 10 and VerdictCache(tmp_path / "small").get(("b", "1", 24)) == (True, "")
