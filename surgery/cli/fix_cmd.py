@@ -1,5 +1,7 @@
-"""`onnx-surgery fix MODEL --target T -o OUT`: apply matching rules until nothing changes, verify each step,
-check again, and write a new model (never the input)."""
+"""`onnx-surgery fix MODEL --target T [--rules DIR ...] -o OUT`: apply matching rules until nothing changes,
+verify each step against the model before it, check the targets again, and write a new model (never the
+input). Exit codes as `check`: 0 every target accepts the result, 1 something is still rejected, 2 bad input
+(including a broken rule file: its message names the file, the line and the field)."""
 
 from __future__ import annotations
 
@@ -8,83 +10,139 @@ from pathlib import Path
 
 from surgery.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_REJECTED
 
+SAFETY_ORDER = ("exact", "approximate", "changes-semantics")
+
 
 def add_parser(sub):
     p = sub.add_parser("fix", help="apply rules to a fixpoint, verify each step, check again")
     p.add_argument("model")
-    p.add_argument("--target", "-t", action="append", default=None, help="as in `check` (repeat)")
     p.add_argument(
-        "--rules", action="append", default=None, help="rules folder (repeat; default: built-in rules)"
+        "--target",
+        "-t",
+        action="append",
+        default=None,
+        help="tensorrt, tensorrt-static@VERSION, onnxruntime, openvino, tvm (repeat; default onnxruntime); "
+        "only rules for these targets apply",
+    )
+    p.add_argument(
+        "--rules",
+        action="append",
+        default=None,
+        metavar="DIR",
+        help="rules folder (repeat; a later folder's rule replaces an earlier one with the same id; "
+        "default: $ONNX_SURGERY_RULES, else the built-in rules/)",
     )
     p.add_argument("-o", "--output", help="where to write the fixed model (required unless --dry-run)")
-    p.add_argument("--recipe", help="also write the recipe (the steps) to this file")
+    p.add_argument("--recipe", help="also write the recipe (the steps, replayable) to this file")
     p.add_argument("--dry-run", action="store_true", help="show what would change; write nothing")
     p.add_argument(
         "--input-shape",
         action="append",
         default=[],
         metavar="NAME:1x3x224x224",
-        help="shape for rules that need one (freeze-unshaped-input)",
+        help="the shape for rules that ask for one (freeze-unshaped-input)",
     )
+    p.add_argument("--max-steps", type=int, default=200, help="stop after this many steps (default 200)")
+    p.add_argument("--max-bytes", type=int, default=None)
     return p
 
 
-def _counts(reports) -> str:
-    return ", ".join(
-        f"{r.backend}: {'accepts' if not r.rejected and r.accepted is not False else f'{len(r.rejected)} rejected'}"
-        for r in reports
-    )
+def _verdict_lines(reports) -> list[str]:
+    lines = []
+    for r in reports:
+        state = "accepts" if not _refuses(r) else "rejects"
+        lines.append(f"  {r.backend}: {state} — {len(r.rejected)} of {len(r.verdicts)} node(s) rejected")
+        for m in r.messages:
+            lines.append(f"    model: {m}")
+        for v in r.rejected:
+            lines.append(f"    - {v.op_type} '{v.node}': {v.message}")
+    return lines
+
+
+def _refuses(r) -> bool:
+    return bool(r.rejected) or r.accepted is False
+
+
+def _shapes(specs: list[str]) -> dict[str, list[int]]:
+    shapes = {}
+    for spec in specs:
+        name, _, dims = spec.rpartition(":")
+        try:
+            shapes[name] = [int(d) for d in dims.replace(",", "x").split("x")]
+        except ValueError:
+            raise ValueError(f"--input-shape '{spec}': expected NAME:1x3x224x224") from None
+    return shapes
 
 
 def run(args) -> int:
+    from surgery.backends import UnknownBackend
     from surgery.diagnose import check_model
-    from surgery.rulebook import RuleError, load_rules, run_rules
+    from surgery.model import load_model
+    from surgery.rulebook import RuleError, applies_to, load_rules, run_rules
+    from surgery.rulebook.loader import default_dirs
+    from surgery.verify import verify
     from surgery.workspace import Workspace
 
     if not args.dry_run and not args.output:
         print("error: give -o OUT (or --dry-run)", file=sys.stderr)
         return EXIT_BAD_INPUT
-    try:
-        rules = load_rules(args.rules)
-    except RuleError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    shapes = {}
-    for spec in args.input_shape:
-        name, _, dims = spec.rpartition(":")
-        try:
-            shapes[name] = [int(d) for d in dims.replace(",", "x").split("x")]
-        except ValueError:
-            print(f"error: --input-shape '{spec}': expected NAME:1x3x224x224", file=sys.stderr)
-            return EXIT_BAD_INPUT
-    ws = Workspace.open(args.model)
     if args.output and Path(args.output).resolve() == Path(args.model).resolve():
         print(
             "error: -o must differ from the input model; the original is never overwritten", file=sys.stderr
         )
         return EXIT_BAD_INPUT
+    try:
+        shapes = _shapes(args.input_shape)
+        rules = load_rules(args.rules)
+    except (RuleError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    ws = Workspace(load_model(args.model, max_bytes=args.max_bytes))
     targets = args.target or ["onnxruntime"]
-    before = check_model(ws.current, targets, ws.original.base_dir)
-    print(f"before: {_counts(before)}")
+    base = ws.original.base_dir
+    try:
+        before = check_model(ws.current, targets, base)
+    except UnknownBackend as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    folders = ", ".join(str(d) for d in (args.rules or default_dirs()))
+    active = [r for r in rules if applies_to(r, targets)]
+    print(f"model: {args.model} ({len(ws.current.graph.node)} nodes)")
+    print(f"rules: {len(rules)} from {folders}; {len(active)} apply to {', '.join(targets)}")
+    print("before:")
+    print("\n".join(_verdict_lines(before)))
     values = {"shape": next(iter(shapes.values()))} if len(shapes) == 1 else {}
+    print("steps:")
 
     def log(done):
         p = done.proposal
-        print(f"  applied {p.rule.id} on {p.op_type} '{p.node}' [{p.safety}]")
-        print(f"    {done.verification.summary()}")
+        args = ", ".join(f"{k}={v!r}" for k, v in p.step.params.items())
+        print(f"  {len(ws.recipe)}. {p.rule.id} on {p.op_type} '{p.node}' [{p.safety}]: {p.step.fix}({args})")
+        print(f"     {done.verification.summary()}")
 
-    applied, refused = run_rules(ws, rules, targets, values=values, log=log)
+    applied, refused = run_rules(ws, active, targets, args.max_steps, values=values, log=log)
+    if not applied:
+        print("  (no rule applies)")
     for line in refused:
         print(f"  not applied: {line}")
-    after = check_model(ws.current, targets, ws.original.base_dir)
-    print(f"after:  {_counts(after)}  ({len(applied)} step(s))")
-    for r in after:
-        for v in r.rejected:
-            print(f"  still rejected by {r.backend}: {v.op_type} '{v.node}': {v.message}")
+    after = check_model(ws.current, targets, base)
+    print(f"after ({len(applied)} step(s)):")
+    print("\n".join(_verdict_lines(after)))
+    if applied:
+        worst = max((a.proposal.safety for a in applied), key=SAFETY_ORDER.index)
+        dims = max((a.proposal.rule.verify_dims or 0 for a in applied), default=0)
+        named = {}
+        if dims:
+            for vi in ws.original.proto.graph.input:
+                named |= {d.dim_param: dims for d in vi.type.tensor_type.shape.dim if d.dim_param}
+        overall = verify(ws.original.proto, ws.current, base_dir=base, safety=worst, dims=named or None)
+        print(f"original vs fixed: {overall.summary()}")
     if not args.dry_run:
         ws.export(args.output)
         print(f"wrote {args.output}")
         if args.recipe:
             ws.save_recipe(args.recipe)
             print(f"wrote {args.recipe}")
-    return EXIT_REJECTED if any(r.rejected or r.accepted is False for r in after) else EXIT_OK
+    else:
+        print("dry run: nothing written")
+    return EXIT_REJECTED if any(_refuses(r) for r in after) else EXIT_OK

@@ -54,6 +54,7 @@ _MODULES = [
     "opset_upgrade",
     "extract",
     "delete_node",
+    "set_attribute",
 ]
 _loaded = False
 

@@ -1,8 +1,9 @@
 """The rule engine: rule files (data) → matches → proposals → verified workspace steps."""
 
-from surgery.rulebook.engine import Applied, NeedsValue, Proposal, apply, explain, propose, run_rules
+from surgery.rulebook.engine import Applied, NeedsValue, Proposal, applies_to, apply, propose, run_rules
 from surgery.rulebook.loader import BUILTIN_DIR, load_rule, load_rule_text, load_rules
 from surgery.rulebook.schema import Rule, RuleError
+from surgery.rulebook.tracer import explain
 
 __all__ = [
     "BUILTIN_DIR",
@@ -11,6 +12,7 @@ __all__ = [
     "Proposal",
     "Rule",
     "RuleError",
+    "applies_to",
     "apply",
     "explain",
     "load_rule",

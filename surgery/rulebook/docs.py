@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+import yaml
+
 from surgery.rulebook.loader import BUILTIN_DIR, load_rules
 
 DOCS = BUILTIN_DIR.parent / "docs" / "rules.md"
@@ -31,9 +33,16 @@ def render(rules) -> str:
             "",
             f"**{r.title}**",
             "",
+            "Targets: "
+            + (", ".join(f"`{t}` {s}" if s not in ("*", "") else f"`{t}`" for t, s in r.targets.items()) or "any"),
+            "",
             "### What it does",
             "",
             r.what,
+            "",
+            "```yaml",
+            yaml.safe_dump({"match": r.match, "fix": r.fix}, sort_keys=False, width=100).rstrip(),
+            "```",
             "",
             "### Why is this bad",
             "",
@@ -52,6 +61,12 @@ def render(rules) -> str:
             f"- before: `{ex.get('before', '-')}`",
             f"- after: `{ex.get('after', '-')}`",
             "",
+        ]
+        if ex.get("graph"):
+            out += [f"Fixture (node `{ex.get('node')}`):", "", "```", ex["graph"].rstrip(), "```", ""]
+        if ex.get("near_miss"):
+            out += ["Near-miss (the rule stays quiet):", "", "```", ex["near_miss"].rstrip(), "```", ""]
+        out += [
             "### Fix safety",
             "",
             f"**{r.safety}**" + (f" — {r.safety_note}" if r.safety_note else ""),

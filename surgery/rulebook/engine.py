@@ -1,4 +1,4 @@
-"""Rules → proposals → workspace steps, each verified; run to a fixpoint for the `fix` command."""
+"""Rules → proposals → workspace steps, each verified; `run_rules` applies them to a fixpoint (`fix` command)."""
 
 from __future__ import annotations
 
@@ -8,22 +8,31 @@ from typing import Any
 from onnx import ModelProto
 
 from surgery.fixes import FixError
-from surgery.rulebook.matcher import Context, explain_node, matches
+from surgery.rulebook.matcher import Context, matches
 from surgery.rulebook.schema import Rule, version_matches
-from surgery.verify import VerifyReport, verify
+from surgery.rulebook.tracer import explain
+from surgery.verify import VerifyReport
+from surgery.verify import verify as _verify
 from surgery.workspace import Step, Workspace
+
+__all__ = ["Applied", "NeedsValue", "Proposal", "applies_to", "apply", "explain", "propose", "run_rules"]
 
 
 class NeedsValue(FixError):
     """A rule needs a value only the user knows (e.g. the shape to freeze an input to)."""
 
     def __init__(self, rule: str, what: str):
-        super().__init__(f"rule {rule} needs {what}; give it (CLI: --set {what}=VALUE, e.g. --input-shape)")
+        super().__init__(
+            f"rule {rule or '?'} needs a value for '{what}'. Note: give it (CLI: --input-shape NAME:1x3x224x224 "
+            f"for a shape; library: propose(..., values={{'{what}': ...}}))"
+        )
         self.what = what
 
 
 @dataclass
 class Proposal:
+    """A rule matching one node: the concrete step it would apply, in words, with its safety class."""
+
     rule: Rule
     node: str  # node key
     op_type: str
@@ -32,20 +41,25 @@ class Proposal:
     safety: str
     needs: str | None = None
 
+    def __str__(self) -> str:
+        return f"{self.rule.id} on {self.op_type} '{self.node}' [{self.safety}]: {self.description}"
+
 
 @dataclass
 class Applied:
     proposal: Proposal
-    verification: VerifyReport
-    before: list = field(default_factory=list)  # Reports before, for the targets
+    verification: VerifyReport | None  # None when applied with verify=False
+    before: list = field(default_factory=list)  # backend Reports before the step, for the targets asked
     after: list = field(default_factory=list)
 
     def summary(self) -> str:
-        return f"{self.proposal.rule.id} on {self.proposal.op_type} '{self.proposal.node}': {self.verification.summary()}"
+        checked = self.verification.summary() if self.verification else "not verified (verify=False)"
+        return f"{self.proposal.rule.id} on {self.proposal.op_type} '{self.proposal.node}': {checked}"
 
 
 def applies_to(rule: Rule, targets: list[str] | None) -> bool:
-    """A rule with no targets applies everywhere; else one target must match name and version spec."""
+    """A rule with no targets applies everywhere; else one target must match name and version spec.
+    'tensorrt-static@8.2' matches `tensorrt-static: "<=8.2"`; a bare name matches any version spec."""
     if not targets or not rule.targets:
         return True
     for target in targets:
@@ -56,12 +70,17 @@ def applies_to(rule: Rule, targets: list[str] | None) -> bool:
     return False
 
 
-def _substitute(value: Any, node, model: ModelProto, key: str, values: dict[str, Any]) -> Any:
+def _substitute(value: Any, node, model: ModelProto, key: str, values: dict[str, Any], rule_id: str) -> Any:
+    """Fill a rule's parameters from the match: $node, $input[i], $output[i], $inputs, $graph_inputs,
+    $ask:<what> (from `values`). Other '$name' strings pass through to the primitive (plugin_swap reads
+    '$old_attribute' as "copy the old node's attribute")."""
     if isinstance(value, list):
-        return [_substitute(v, node, model, key, values) for v in value]
+        return [_substitute(v, node, model, key, values, rule_id) for v in value]
     if isinstance(value, dict):
         return {
-            _substitute(k, node, model, key, values): _substitute(v, node, model, key, values)
+            _substitute(k, node, model, key, values, rule_id): _substitute(
+                v, node, model, key, values, rule_id
+            )
             for k, v in value.items()
         }
     if not isinstance(value, str) or not value.startswith("$"):
@@ -74,13 +93,16 @@ def _substitute(value: Any, node, model: ModelProto, key: str, values: dict[str,
         inits = {t.name for t in model.graph.initializer}
         return [i.name for i in model.graph.input if i.name not in inits]
     for kind, seq in (("$input[", node.input), ("$output[", node.output)):
-        if value.startswith(kind):
-            return seq[int(value[len(kind) : -1])]
+        if value.startswith(kind) and value.endswith("]"):
+            i = int(value[len(kind) : -1])
+            if i >= len(seq) or not seq[i]:
+                raise FixError(f"rule {rule_id}: {value} does not exist on node '{key}'")
+            return seq[i]
     if value.startswith("$ask:"):
         what = value[5:]
         filled = values.get(what)
         if filled is None:
-            raise NeedsValue("", what)
+            raise NeedsValue(rule_id, what)
         return filled
     return value
 
@@ -92,56 +114,84 @@ def propose(
     values: dict[str, Any] | None = None,
     ctx: Context | None = None,
 ) -> list[Proposal]:
-    """Every (rule, node) that matches, with the concrete step it would apply."""
+    """Every (node, rule) that matches, nodes in topological order, with the concrete step it would apply.
+    Rules whose targets do not include one of `targets` are left out (None: every rule)."""
     ctx = ctx or Context(model)
+    active = [r for r in rules if applies_to(r, targets)]
     out = []
-    for rule in rules:
-        if not applies_to(rule, targets):
-            continue
-        for key, node in zip(ctx.facts.keys, model.graph.node):
+    nodes = model.graph.node
+    for i in ctx.facts.order:
+        node, key = nodes[i], ctx.facts.keys[i]
+        for rule in active:
             if not matches(ctx, rule, node):
                 continue
             try:
-                params = _substitute(rule.params, node, model, key, values or {})
-                step, needs = Step(rule.primitive, params, rule=rule.id, note=rule.title), None
+                params = _substitute(rule.params, node, model, key, values or {}, rule.id)
             except NeedsValue as exc:
                 step, needs = None, exc.what
-            out.append(
-                Proposal(
-                    rule, key, node.op_type, step, f"{rule.title} ({rule.primitive})", rule.safety, needs
-                )
-            )
+            except FixError:
+                continue
+            else:
+                step, needs = Step(rule.primitive, params, rule=rule.id, note=rule.title), None
+            what = rule.what.split(". ")[0].rstrip(".")
+            text = f"{what} — {step.describe() if step else f'needs a value for {needs}'}"
+            out.append(Proposal(rule, key, node.op_type, step, text, rule.safety, needs))
     return out
 
 
-def explain(model: ModelProto, rule: Rule, node_key: str) -> list[str]:
-    """Why the rule does or does not match this node, condition by condition."""
-    ctx = Context(model)
-    if node_key not in ctx.facts.index:
-        return [f"no node '{node_key}'"]
-    node = ctx.facts.node(node_key)
-    return [("✓ " if ok else "✗ ") + reason for ok, reason in explain_node(ctx, rule, node)]
+def _verify_dims(model: ModelProto, size: int | None) -> dict[str, int] | None:
+    if not size:
+        return None
+    dims = {}
+    for vi in model.graph.input:
+        for d in vi.type.tensor_type.shape.dim:
+            if d.dim_param:
+                dims[d.dim_param] = size
+    return dims
 
 
 def apply(
-    workspace: Workspace, proposal: Proposal, *, targets: list[str] | None = None, check: bool = True
+    workspace: Workspace,
+    proposal: Proposal,
+    verify: bool = True,
+    *,
+    targets: list[str] | None = None,
+    check: bool = True,
 ) -> Applied:
-    """Apply a proposal as a workspace step, verify it against the model before it, re-check the targets.
-    An exact fix that fails verification is undone and raised as FixError with the numbers."""
+    """Apply a proposal as a workspace step; verify it against the model before it (onnxruntime, seeded
+    inputs); with `targets` (and `check`), check them before and after. An exact fix that fails verification is undone and
+    raised as FixError with the numbers."""
     if proposal.step is None:
         raise NeedsValue(proposal.rule.id, proposal.needs or "a value")
-    from surgery.diagnose import check_model
-
-    before_model = workspace.current
     base = workspace.original.base_dir
-    before = check_model(before_model, targets, base) if (check and targets) else []
+    before_model = workspace.current
+    before = []
+    targets = targets if check else None
+    if targets:
+        from surgery.diagnose import check_model
+
+        before = check_model(before_model, targets, base)
     workspace.apply(proposal.step)
-    report = verify(before_model, workspace.current, base_dir=base, safety=proposal.safety)
-    if report.status == "failed" and proposal.safety == "exact":
-        workspace.undo()
-        workspace.discard_undone()
-        raise FixError(f"{proposal.rule.id}: {report.summary()}")
-    after = check_model(workspace.current, targets, base) if (check and targets) else []
+    report = None
+    if verify:
+        report = _verify(
+            before_model,
+            workspace.current,
+            base_dir=base,
+            safety=proposal.safety,
+            dims=_verify_dims(before_model, proposal.rule.verify_dims),
+        )
+        if report.status == "failed" and proposal.safety == "exact":
+            workspace.undo()
+            workspace.discard_undone()
+            raise FixError(
+                f"{proposal.rule.id}: an exact fix changed the results, undone: {report.summary()}"
+            )
+    after = []
+    if targets:
+        from surgery.diagnose import check_model
+
+        after = check_model(workspace.current, targets, base)
     return Applied(proposal, report, before, after)
 
 
@@ -149,38 +199,58 @@ def run_rules(
     workspace: Workspace,
     rules: list[Rule],
     targets: list[str] | None = None,
+    max_rounds: int = 200,
     *,
     values: dict[str, Any] | None = None,
-    max_rounds: int = 20,
+    verify: bool = True,
     log=None,
 ) -> tuple[list[Applied], list[str]]:
-    """Apply matching rules until nothing changes. Returns what was applied and what was refused (and why)."""
-    applied, refused, tried = [], [], set()
+    """Apply matching rules until nothing changes: each round proposes on the current model and applies the
+    first proposal that changes it (node keys can move after a change, so matching starts again). A step that
+    brings back an earlier model (two rules undoing each other) is undone; at most `max_rounds` steps.
+    Returns what was applied and what was not (with the reason)."""
+    applied: list[Applied] = []
+    refused: list[str] = []
+    tried: set[tuple[str, str, str]] = set()
+    seen = {workspace.fingerprint()}
+
+    def refuse(line: str) -> None:
+        if line not in refused:
+            refused.append(line)
+
     for _ in range(max_rounds):
         progress = False
+        state = workspace.fingerprint()
         for proposal in propose(workspace.current, rules, targets, values):
-            key = (workspace.fingerprint(), proposal.rule.id, proposal.node)
+            key = (state, proposal.rule.id, proposal.node)
             if key in tried:
                 continue
             tried.add(key)
             if proposal.step is None:
-                refused.append(f"{proposal.rule.id} on '{proposal.node}': needs {proposal.needs}")
+                refuse(f"{proposal.rule.id} on '{proposal.node}': needs a value for {proposal.needs}")
                 continue
-            before = workspace.fingerprint()
             try:
-                done = apply(workspace, proposal, targets=None, check=False)
+                done = apply(workspace, proposal, verify)
             except FixError as exc:
-                line = f"{proposal.rule.id} on '{proposal.node}': {exc}"
-                if line not in refused:
-                    refused.append(line)
+                refuse(f"{proposal.rule.id} on '{proposal.node}': {exc}")
                 continue
-            if workspace.fingerprint() == before:
+            now = workspace.fingerprint()
+            if now in seen:  # no change, or back to an earlier model: a loop
+                workspace.undo()
+                workspace.discard_undone()
+                if now != state:
+                    refuse(
+                        f"{proposal.rule.id} on '{proposal.node}': would bring back an earlier model (loop)"
+                    )
                 continue
+            seen.add(now)
             applied.append(done)
             if log:
                 log(done)
             progress = True
-            break  # the model changed: match again on the new version
+            break
         if not progress:
             break
+    else:
+        refuse(f"stopped after {max_rounds} steps; rules may still match. Note: raise max_rounds")
     return applied, refused

@@ -112,6 +112,12 @@ def _input_condition(ctx: Context, node: NodeProto, index: int, cond: dict) -> l
             checks.append(
                 (got == want, f"input {index} '{name}' has {'a known' if got else 'an unknown'} rank")
             )
+        elif key == "rank":
+            got = info.rank
+            ranks = want if isinstance(want, list) else [want]
+            checks.append(
+                (got in ranks, f"input {index} '{name}' has rank {got if got is not None else 'unknown'}")
+            )
         elif key == "dynamic":
             got = info.is_dynamic
             checks.append((got == want, f"input {index} '{name}' has shape {info.shape_str()}"))

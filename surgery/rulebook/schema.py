@@ -18,7 +18,7 @@ TOP_FIELDS = {
     "fix": "primitive and params",
     "safety": "exact | approximate | changes-semantics",
     "safety_note": "why the fix has that safety class",
-    "example": "model (a sample's name), node, near_miss, before, after",
+    "example": "the fixture: model (a sample's name) or graph (ONNX text), node, values, near_miss, before, after",
     "references": "list of sources",
 }
 MATCH_FIELDS = {"op", "domain", "attrs", "inputs", "any_input", "outputs_are_graph_outputs"}
@@ -34,8 +34,24 @@ INPUT_CONDITIONS = {
     "produced_by",
     "int64_out_of_int32",
     "readers",
+    "rank",
 }
 ATTR_CONDITIONS = {"eq", "ne", "in", "missing", "present"}
+FIX_FIELDS = {
+    "primitive": "a fix primitive id (surgery.fixes)",
+    "params": "its parameters; strings may reference the match: $node, $input[i], $output[i], $inputs, "
+    "$graph_inputs, $<attribute>, $ask:<what>",
+    "verify_dims": "size given to symbolic dims when the fix is verified (default 1)",
+}
+EXAMPLE_FIELDS = {
+    "model": "name of a sample model (sample_models/<name>.onnx) the rule fixes",
+    "graph": "or: a small failing model in ONNX text syntax (onnx.parser), with an ir_version",
+    "node": "the node (key) the rule fires on",
+    "values": "values a $ask: parameter needs, e.g. {shape: [1, 3, 32, 32]}",
+    "near_miss": "a model in ONNX text syntax the rule must stay quiet on",
+    "before": "the failing pattern, in words",
+    "after": "what the fix makes of it, in words",
+}
 
 
 class RuleError(ValueError):
@@ -60,6 +76,10 @@ class Rule:
     @property
     def primitive(self) -> str:
         return self.fix["primitive"]
+
+    @property
+    def verify_dims(self) -> int | None:
+        return self.fix.get("verify_dims")
 
     @property
     def params(self) -> dict[str, Any]:
@@ -131,6 +151,11 @@ def validate(data: Any, where) -> Rule:
             "fix.primitive",
             f"unknown primitive '{fix['primitive']}'. Note: available: {', '.join(sorted(prims))}",
         )
+    for key in fix:
+        if key not in FIX_FIELDS:
+            fail(f"fix.{key}", f"unknown field. Note: fields are {', '.join(FIX_FIELDS)}")
+    if "verify_dims" in fix and (not isinstance(fix["verify_dims"], int) or fix["verify_dims"] < 1):
+        fail("fix.verify_dims", "must be a positive integer")
     params = fix.get("params") or {}
     if not isinstance(params, dict):
         fail("fix.params", "must be a mapping")
@@ -141,6 +166,23 @@ def validate(data: Any, where) -> Rule:
                 f"fix.params.{p}",
                 f"'{fix['primitive']}' takes no parameter '{p}'. Note: it takes {sorted(allowed)}",
             )
+    example = data.get("example") or {}
+    if not isinstance(example, dict):
+        fail("example", "must be a mapping")
+    for key, value in example.items():
+        if key not in EXAMPLE_FIELDS:
+            fail(f"example.{key}", f"unknown field. Note: fields are {', '.join(EXAMPLE_FIELDS)}")
+        if key in ("graph", "near_miss"):
+            problem = _onnx_text_problem(value)
+            if problem:
+                fail(f"example.{key}", problem)
+        elif key == "values":
+            if not isinstance(value, dict):
+                fail("example.values", "must map a $ask: name to its value")
+        elif not isinstance(value, str):
+            fail(f"example.{key}", "must be a string")
+    if "model" in example and "graph" in example:
+        fail("example.graph", "give either model (a sample) or graph (ONNX text), not both")
     return Rule(
         id=data["id"],
         title=data["title"],
@@ -151,9 +193,24 @@ def validate(data: Any, where) -> Rule:
         fix=fix,
         safety=data["safety"],
         safety_note=str(data.get("safety_note", "")).strip(),
-        example=data.get("example") or {},
+        example=example,
         references=list(data.get("references") or []),
     )
+
+
+def _onnx_text_problem(text) -> str | None:
+    """Why an ONNX-text fixture cannot be built, or None. Parsing is data only (onnx.parser), never code."""
+    if not isinstance(text, str):
+        return "must be a model in ONNX text syntax (a string)"
+    if "ir_version" not in text:
+        return 'the model header must set ir_version, e.g. <ir_version: 8, opset_import: ["" : 13]>'
+    import onnx.parser
+
+    try:
+        onnx.parser.parse_model(text)
+    except Exception as exc:  # onnx.parser.ParseError, or a C++ error for malformed input
+        return f"not a model in ONNX text syntax: {str(exc).strip().splitlines()[0]}"
+    return None
 
 
 def _version_tuple(v: str) -> tuple[int, ...]:
