@@ -275,7 +275,8 @@ def _toposort_in_place(graph: onnx.GraphProto) -> None:
 
 def _fold_once(model: ModelProto, tensors, size_threshold, inline_if, base_dir) -> bool:
     graph = model.graph
-    facts = GraphFacts.of(model)
+    # shape inference (which serialises the whole model) only pays off when a Shape or Size may fold
+    facts = GraphFacts.of(model, infer=any(n.op_type in ("Shape", "Size") for n in graph.node))
     const, known = _foldable(model, facts)
     outputs = {o.name for o in graph.output}
     if tensors is not None:
