@@ -126,20 +126,23 @@ def _refuses(r) -> bool:
 
 def run(args) -> int:
     from surgery.backends import UnknownBackend
-    from surgery.backends.probe import use_disk_cache
+    from surgery.backends.probe import CACHE, use_disk_cache
     from surgery.diagnose import check_model, is_unavailable
     from surgery.model import load_model
     from surgery.partition import partition
 
-    if not args.no_cache:
-        use_disk_cache()
     model = load_model(args.model, max_bytes=args.max_bytes)
     targets = args.target or ["onnxruntime"]
+    previous = CACHE.directory
+    if not args.no_cache:
+        use_disk_cache()
     try:
         reports = check_model(model.proto, targets, model.base_dir)
     except UnknownBackend as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    finally:
+        use_disk_cache(previous)
     if args.format == "json":
         out = []
         for r in reports:

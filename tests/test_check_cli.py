@@ -1,0 +1,129 @@
+"""`onnx-surgery check` and `targets` with the real backends: per-node verdicts in the backends' words,
+partitions, summary, exit codes, JSON and SARIF, unavailable targets, the probe cache on disk."""
+
+import importlib.util
+import json
+
+import pytest
+
+from surgery.backends import register
+from surgery.backends.base import Availability
+from surgery.backends.probe import CACHE
+from surgery.cli import main
+from surgery.diagnose import clear_cache
+
+CPU = [b for b in ("onnxruntime", "openvino", "tvm") if importlib.util.find_spec(b) is not None]
+NODE = "/dcn/MMCVModulatedDeformConv2d"
+
+
+def _check(capsys, *argv) -> tuple[int, str]:
+    code = main(["check", *map(str, argv), "--no-cache"])
+    return code, capsys.readouterr().out
+
+
+def test_text_names_each_rejected_node_with_reason_evidence_partitions_and_summary(sample_dir, capsys):
+    targets = [x for b in [*CPU, "tensorrt-static@8.2"] for x in ("-t", b)]
+    code, out = _check(capsys, sample_dir / "deform_conv_custom.onnx", *targets)
+    assert code == 1
+    assert "mmcv:MMCVModulatedDeformConv2d(-1) is not a registered function/op" in out  # onnxruntime's words
+    assert out.count(f"'{NODE}'") == len(CPU) + 1
+    assert "[probe: onnxruntime" in out and "fix: mmcv-deformconv-to-plugin" in out
+    assert out.count("partitions: 2 supported region(s), 1 of 5 node(s) fall back") == len(CPU) + 1
+    assert (
+        out.rstrip().splitlines()[-1].startswith(f"summary: 0 of {len(CPU) + 1} target(s) accept the model")
+    )
+
+
+def test_accepted_model_exits_0_and_all_lists_supported_nodes(sample_dir, capsys):
+    code, out = _check(capsys, sample_dir / "healthy_cnn.onnx", "-t", "onnxruntime", "--all")
+    assert code == 0 and "summary: 1 of 1 target(s) accept the model" in out
+    assert out.count("     ok ") == 10
+
+
+def test_json_carries_verdicts_and_partitions(sample_dir, capsys):
+    code, out = _check(
+        capsys, sample_dir / "deform_conv_custom.onnx", "-t", "onnxruntime", "--format", "json"
+    )
+    (report,) = json.loads(out)["reports"]
+    assert code == 1 and report["available"] and report["accepted"] is False
+    assert [v["node"] for v in report["verdicts"] if v["status"] == "rejected"] == [NODE]
+    assert report["partition"]["engines"] == 2 and report["partition"]["fallback_nodes"] == [NODE]
+
+
+def test_sarif_has_one_result_per_rejected_node(sample_dir, capsys):
+    path = sample_dir / "deform_conv_custom.onnx"
+    targets = ["-t", "onnxruntime", "-t", "tensorrt-static@8.2"]
+    _, out = _check(capsys, path, *targets, "--format", "json")
+    rejected = [
+        (v["code"], v["message"])
+        for r in json.loads(out)["reports"]
+        for v in r["verdicts"]
+        if v["status"] == "rejected"
+    ]
+    code, out = _check(capsys, path, *targets, "--format", "sarif")
+    sarif = json.loads(out)
+    results = sarif["runs"][0]["results"]
+    assert code == 1 and sarif["version"] == "2.1.0" and len(results) == len(rejected) == 2
+    assert [(r["ruleId"], r["message"]["text"]) for r in results] == rejected  # code and the backend's words
+    for r in results:
+        (loc,) = r["locations"]
+        assert loc["physicalLocation"]["artifactLocation"]["uri"] == str(path)
+        assert loc["logicalLocations"][0]["name"] == NODE
+    assert {rule["id"] for rule in sarif["runs"][0]["tool"]["driver"]["rules"]} == {c for c, _ in rejected}
+
+
+class _Absent:
+    id = label = "absent"
+    version = ""
+
+    def availability(self):
+        return Availability(False, "absent not installed (pip install absent)")
+
+
+def test_an_unavailable_target_is_reported_not_a_crash(sample_dir, capsys):
+    register("absent", _Absent)
+    code, out = _check(capsys, sample_dir / "healthy_cnn.onnx", "-t", "absent", "-t", "onnxruntime")
+    assert code == 0
+    assert "[absent]: unavailable — not available here: absent not installed (pip install absent)" in out
+    assert "summary: 1 of 2 target(s) accept the model; unavailable here: absent" in out
+
+
+def test_bad_input_and_unknown_target_exit_2(tmp_path, sample_dir, capsys):
+    bad = tmp_path / "x.onnx"
+    bad.write_bytes(b"not a model")
+    assert main(["check", str(bad)]) == 2
+    assert main(["check", str(sample_dir / "healthy_cnn.onnx"), "-t", "onnxruntim"]) == 2
+    assert "unknown target 'onnxruntim'. Note: available: tensorrt" in capsys.readouterr().err
+
+
+def test_probe_verdicts_are_kept_on_disk_unless_no_cache(sample_dir, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    CACHE.clear()
+    clear_cache()
+    model = sample_dir / "deform_conv_custom.onnx"
+    main(["check", str(model), "-t", "onnxruntime", "--no-cache"])
+    assert not (tmp_path / ".cache" / "onnx-surgery").exists()
+    CACHE.clear()
+    clear_cache()  # the report cache would answer without probing
+    main(["check", str(model), "-t", "onnxruntime", "--format", "json"])
+    assert (tmp_path / ".cache" / "onnx-surgery" / "probe-verdicts-v1.jsonl").stat().st_size > 0
+    assert CACHE.directory is None  # the library default is restored after the command
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_targets_lists_backends_versions_and_availability(fmt, capsys):
+    from surgery.backends.tensorrt_static import SUPPORTED_VERSIONS
+
+    assert main(["targets", "--format", fmt]) == 0
+    out = capsys.readouterr().out
+    if fmt == "json":
+        data = json.loads(out)
+        ids = {t["id"].split("@")[0] for t in data["targets"]}
+        assert {"tensorrt", "tensorrt-static", "onnxruntime", "openvino", "tvm"} <= ids
+        assert data["tensorrt_static_versions"] == list(SUPPORTED_VERSIONS)
+        assert all(t["reason"] for t in data["targets"])
+    else:
+        assert ", ".join(SUPPORTED_VERSIONS) in out
+        for backend in ("tensorrt ", "onnxruntime", "openvino", "tvm"):
+            assert backend in out
