@@ -31,15 +31,22 @@ def set_attribute(model: ModelProto, node: str, name: str, value=None) -> ModelP
             raise FixError(f"node '{node}' has no attribute '{name}' to remove")
     elif old and helper.get_attribute_value(old[0]) == (value.encode() if isinstance(value, str) else value):
         raise FixError(f"attribute '{name}' of node '{node}' is already {value!r}")
-    keep = [a for a in n.attribute if a.name != name]
-    del n.attribute[:]
-    n.attribute.extend(keep)
-    if value is not None:
-        try:
-            n.attribute.append(helper.make_attribute(name, value))
-        except (TypeError, ValueError) as exc:
-            raise FixError(
-                f"cannot set attribute '{name}' of node '{node}' to {value!r}: {exc}. "
-                "Note: values are int, float, str or a list of one of those"
-            ) from None
+    if value is None:
+        keep = [a for a in n.attribute if a.name != name]
+        del n.attribute[:]
+        n.attribute.extend(keep)
+        return out
+    try:
+        new = helper.make_attribute(name, value)
+    except (TypeError, ValueError) as exc:
+        raise FixError(
+            f"cannot set attribute '{name}' of node '{node}' to {value!r}: {exc}. "
+            "Note: values are int, float, str or a list of one of those"
+        ) from None
+    if old:
+        old[0].CopyFrom(
+            new
+        )  # in place: the attribute keeps its position, so the same edit gives the same bytes
+    else:
+        n.attribute.append(new)
     return out

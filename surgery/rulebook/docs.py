@@ -34,7 +34,10 @@ def render(rules) -> str:
             f"**{r.title}**",
             "",
             "Targets: "
-            + (", ".join(f"`{t}` {s}" if s not in ("*", "") else f"`{t}`" for t, s in r.targets.items()) or "any"),
+            + (
+                ", ".join(f"`{t}` {s}" if s not in ("*", "") else f"`{t}`" for t, s in r.targets.items())
+                or "any"
+            ),
             "",
             "### What it does",
             "",

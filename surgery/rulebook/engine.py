@@ -227,7 +227,9 @@ def run_rules(
                 continue
             tried.add(key)
             if proposal.step is None:
-                refuse(f"{proposal.rule.id} on '{proposal.node}': needs a value for {proposal.needs}")
+                refuse(
+                    f"{proposal.rule.id} on '{proposal.node}': {NeedsValue(proposal.rule.id, proposal.needs)}"
+                )
                 continue
             try:
                 done = apply(workspace, proposal, verify)

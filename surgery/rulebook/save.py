@@ -7,11 +7,12 @@ import re
 from pathlib import Path
 
 import yaml
-from onnx import ModelProto
+from onnx import AttributeProto, ModelProto
 
 from surgery.rulebook.engine import propose
-from surgery.rulebook.loader import load_rule
+from surgery.rulebook.loader import load_rule, load_rule_text
 from surgery.rulebook.matcher import Context
+from surgery.rulebook.schema import Rule, RuleError
 from surgery.workspace import Step
 
 
@@ -56,6 +57,11 @@ def rule_from_step(
         if referenced:  # the fix works on this input: what made it possible is part of the match
             cond = {"foldable": x in ctx.foldable, "initializer": x in ctx.facts.initializers}
             inputs[i] = cond
+    attrs = {}
+    if not inputs:  # the fix is about the node itself: keep its mode flags (scalar ints) as conditions
+        for a in node.attribute:
+            if a.type == AttributeProto.INT:
+                attrs[a.name] = {"eq": int(a.i)}
     rule_id = id or re.sub(r"[^a-z0-9]+", "-", f"{step.fix}-{node.op_type}".lower()).strip("-")
     fix = get_fix(step.fix)
     data = {
@@ -65,6 +71,7 @@ def rule_from_step(
         "why": f"Saved from a fix made in ONNX Surgery on {node.op_type} '{node_key}'.",
         "targets": targets or {},
         "match": {"op": node.op_type, "domain": node.domain if node.domain not in ("ai.onnx",) else ""}
+        | ({"attrs": attrs} if attrs else {})
         | ({"inputs": inputs} if inputs else {}),
         "fix": {"primitive": step.fix} | ({"params": params} if params else {}),
         "safety": fix.safety.value,
@@ -73,8 +80,18 @@ def rule_from_step(
     if not data["targets"]:
         del data["targets"]
     path = Path(rules_dir) / f"{rule_id}.yaml"
+    if path.exists():
+        raise RuleError(
+            f"{path}: a rule file with this id exists. Note: give another id, or delete the file first"
+        )
+    text = yaml.safe_dump(data, sort_keys=False, width=100)
+    load_rule_text(text, str(path))  # validate before writing anything
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(data, sort_keys=False, width=100))
-    rule = load_rule(path)  # validates what was written
-    matches = [p.node for p in propose(model, [rule])]
-    return path, matches
+    path.write_text(text)
+    rule = load_rule(path)
+    return path, matches_in(rule, model)
+
+
+def matches_in(rule: Rule, model: ModelProto) -> list[str]:
+    """The node keys of `model` the rule matches (any target), in topological order."""
+    return [p.node for p in propose(model, [rule])]

@@ -105,6 +105,8 @@ def validate(data: Any, where) -> Rule:
         if key not in data:
             fail(key, "missing (required)")
     for key in ("id", "title", "why", "what"):
+        if isinstance(data[key], bool):
+            fail(key, "must be a non-empty string (YAML reads on/off/yes/no as true/false: quote it)")
         if not isinstance(data[key], str) or not data[key].strip():
             fail(key, "must be a non-empty string")
     if data["safety"] not in SAFETY:

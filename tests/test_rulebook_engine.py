@@ -1,0 +1,151 @@
+"""The rule engine: proposals in node order with the concrete step; apply verifies and re-checks; an exact fix
+that changes results is undone; the fixpoint loop stops, and stops loops; the tracer explains near-misses."""
+
+import onnx.parser
+import pytest
+
+from surgery.fixes import FixError
+from surgery.rulebook import apply, explain, load_rule_text, load_rules, propose, run_rules
+from surgery.rulebook.loader import BUILTIN_DIR
+from surgery.samples import build
+from surgery.workspace import Step, Workspace
+
+RULES = {r.id: r for r in load_rules([BUILTIN_DIR])}
+
+# x -> Resize(antialias=1) "down1" -> Resize(antialias=1) "down2" -> y
+TWO_DOWNSCALES = """\
+<ir_version: 9, opset_import: ["" : 18]>
+g (float[1,1,8,8] x) => (float[1,1,2,2] y) <float[4] s = {1.0, 1.0, 0.5, 0.5}> {
+  [down1] h = Resize <antialias = 1, mode = "linear"> (x, , s)
+  [down2] y = Resize <antialias = 1, mode = "linear"> (h, , s)
+}
+"""
+
+
+def _rule(id, attr_from, attr_to, safety="changes-semantics"):
+    return load_rule_text(
+        f"""\
+id: {id}
+title: t
+what: w
+why: y
+match: {{op: Resize, attrs: {{antialias: {{eq: {attr_from}}}}}}}
+fix: {{primitive: set_attribute, params: {{node: $node, name: antialias, value: {attr_to}}}}}
+safety: {safety}
+""",
+        f"{id}.yaml",
+    )
+
+
+def test_proposals_carry_the_concrete_step_its_words_and_safety_in_node_order():
+    model = onnx.parser.parse_model(TWO_DOWNSCALES)
+    found = propose(model, [RULES["resize-antialias-off"]], ["tensorrt-static@10.15"])
+    assert [p.node for p in found] == ["down1", "down2"]
+    p = found[0]
+    assert p.step == Step(
+        "set_attribute", {"node": "down1", "name": "antialias", "value": 0}, rule=p.rule.id, note=p.rule.title
+    )
+    assert p.safety == "changes-semantics" and "antialias" in p.description
+    assert (
+        propose(model, [RULES["resize-antialias-off"]], ["tensorrt-static@8.6"]) == []
+    )  # not for this version
+    assert propose(model, [RULES["resize-antialias-off"]], ["onnxruntime"]) == []
+
+
+def test_apply_verifies_and_checks_the_targets_before_and_after():
+    ws = Workspace.open(build("resize_scales_chain").SerializeToString())
+    (p,) = propose(ws.current, [RULES["fold-resize-scales"]])
+    done = apply(ws, p, targets=["tensorrt-static@8.2"])
+    assert done.verification.status == "ok" and done.verification.worst() == (0.0, 0.0)
+    assert [len(r.rejected) for r in done.before] == [1] and [len(r.rejected) for r in done.after] == [0]
+    assert ws.recipe[-1].rule == "fold-resize-scales"
+    ws.undo()
+    assert apply(ws, p, verify=False).verification is None
+
+
+def test_an_exact_rule_that_changes_results_is_undone_with_the_numbers():
+    ws = Workspace.open(onnx.parser.parse_model(TWO_DOWNSCALES).SerializeToString())
+    liar = _rule("claims-exact", 1, 0, safety="exact")
+    (p, _) = propose(ws.current, [liar])
+    with pytest.raises(
+        FixError,
+        match=r"claims-exact: an exact fix changed the results, undone: VERIFICATION FAILED .*max abs",
+    ):
+        apply(ws, p)
+    assert ws.recipe == [] and not ws.can_redo
+
+
+def test_run_rules_reaches_a_fixpoint_and_stops():
+    ws = Workspace.open(onnx.parser.parse_model(TWO_DOWNSCALES).SerializeToString())
+    applied, refused = run_rules(ws, [RULES["resize-antialias-off"]], ["tensorrt-static@10.15"])
+    assert [a.proposal.node for a in applied] == ["down1", "down2"] and refused == []
+    assert run_rules(ws, [RULES["resize-antialias-off"]], ["tensorrt-static@10.15"]) == ([], [])
+
+
+def test_run_rules_stops_two_rules_that_undo_each_other():
+    ws = Workspace.open(onnx.parser.parse_model(TWO_DOWNSCALES).SerializeToString())
+    applied, refused = run_rules(ws, [_rule("turn-off", 1, 0), _rule("turn-on", 0, 1)])
+    # four possible models (each node on or off): every one is visited at most once, then it stops
+    assert 1 <= len(applied) <= 3
+    assert any("would bring back an earlier model (loop)" in line for line in refused)
+    applied, refused = run_rules(
+        Workspace.open(onnx.parser.parse_model(TWO_DOWNSCALES).SerializeToString()),
+        [_rule("turn-off", 1, 0)],
+        max_rounds=1,
+    )
+    assert len(applied) == 1 and "stopped after 1 steps" in refused[-1]
+
+
+def test_a_rule_that_needs_a_value_says_which_and_how_to_give_it():
+    model = build("dynamic_input_unshaped")
+    rule = RULES["freeze-unshaped-input"]
+    (p,) = propose(model, [rule])
+    assert p.step is None and p.needs == "shape"
+    ws = Workspace.open(model.SerializeToString())
+    applied, refused = run_rules(ws, [rule])
+    assert applied == [] and "needs a value for 'shape'" in refused[0] and "--input-shape" in refused[0]
+    applied, _ = run_rules(ws, [rule], values={"shape": [1, 3, 32, 32]})
+    assert [a.proposal.node for a in applied] == ["/conv/Conv"]
+
+
+def test_tracer_explains_a_near_miss_condition_by_condition():
+    rule = RULES["fold-resize-scales"]
+    lines = explain(build("resize_scales_chain"), rule, "/up/Resize")
+    assert lines and all(line.startswith("✓") for line in lines)
+    ws = Workspace.open(build("resize_scales_chain").SerializeToString())
+    ws.apply(Step("fold_constants", {"tensors": ["/up/Concat_1_output_0"]}))
+    lines = explain(ws.current, rule, "/up/Resize")
+    assert [line for line in lines if line.startswith("✗")] == [
+        "✗ input 2 '/up/Concat_1_output_0' is an initializer"
+    ]
+    assert explain(ws.current, rule, "/relu/Relu")[0] == "✗ op is Relu, not Resize"
+    assert explain(ws.current, rule, "nope")[0].startswith("✗ no node 'nope'")
+
+
+def test_produced_by_and_rank_conditions():
+    rule = load_rule_text(
+        """\
+id: chain
+title: t
+what: w
+why: y
+match:
+  op: Resize
+  inputs:
+    0: {rank: 4}
+    2: {produced_by: [Concat, [Constant, Cast]]}
+fix: {primitive: fold_constants, params: {tensors: ["$input[2]"]}}
+safety: exact
+""",
+        "chain.yaml",
+    )
+    model = build("resize_scales_chain")
+    assert [p.node for p in propose(model, [rule])] == ["/up/Resize"]
+    lines = explain(model, rule, "/up/Resize")
+    assert any("has rank 4" in line for line in lines) and any("produced by Concat" in line for line in lines)
+    folded = Workspace.open(model.SerializeToString())
+    folded.apply(propose(model, [rule])[0].step)
+    assert any(
+        line.startswith("✗") and "produced by no node" in line
+        for line in explain(folded.current, rule, "/up/Resize")
+    )
