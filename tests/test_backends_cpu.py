@@ -218,3 +218,30 @@ def test_registry_ids_and_errors():
         get_backend("tensorrt-static")
     with pytest.raises(UnknownBackend, match=r"Note: available: .*8\.2"):
         get_backend("tensorrt-static@7.1")
+
+
+@pytest.mark.skipif("tvm" not in CPU, reason="apache-tvm not installed")
+def test_a_node_fed_by_an_untyped_tensor_is_unknown_not_rejected():
+    #   x[1,2,4,4] -> com.x::Foo -> f (type and rank unknown) -> Conv(w) -> y
+    #   TVM refuses the Conv alone because its input is a guess: that is not a verdict on the Conv
+    import numpy as np
+    from onnx import numpy_helper
+
+    g = helper.make_graph(
+        [
+            helper.make_node("Foo", ["x"], ["f"], name="foo", domain="com.x"),
+            helper.make_node("Conv", ["f", "w"], ["y"], name="conv"),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.ones((2, 2, 1, 1), np.float32), "w")],
+    )
+    m = helper.make_model(
+        g, ir_version=8, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.x", 1)]
+    )
+    r = get_backend("tvm").check(m)
+    verdicts = r.by_node()
+    assert verdicts["foo"].status is Status.REJECTED and verdicts["foo"].code == "OP_NOT_IMPLEMENTED"
+    assert verdicts["conv"].status is Status.UNKNOWN and verdicts["conv"].code == "UNTYPED_INPUT"
+    assert "input 'f' has no known type or rank" in verdicts["conv"].message

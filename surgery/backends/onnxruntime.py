@@ -20,7 +20,7 @@ from surgery.backends.base import (
     Status,
     Verdict,
 )
-from surgery.backends.probe import probe_nodes
+from surgery.backends.probe import judge, probe_nodes
 from surgery.graph import GraphFacts, opset_of
 
 
@@ -103,7 +103,8 @@ class OnnxRuntimeBackend(BuildsWithSurgeryBuild):
             return (err is None, err or "")
 
         key = (self.id, self.version)
-        early, calls = probe_nodes(facts, ask, key, suspects(model))
+        kernelless = suspects(model)
+        early, calls = probe_nodes(facts, ask, key, kernelless)
         report.backend_calls = calls
         refused = [i for i, (ok, _) in early.items() if not ok]
         error = None
@@ -121,20 +122,24 @@ class OnnxRuntimeBackend(BuildsWithSurgeryBuild):
         report.accepted = False
         verdicts, calls = probe_nodes(facts, ask, key)
         report.backend_calls += calls
+        no_kernel = set(kernelless)
         for i, (key, node) in enumerate(zip(facts.keys, nodes)):
-            ok, message = verdicts[i]
+            status, message = judge(facts, i, verdicts[i], definite=i in no_kernel)
             report.verdicts.append(
                 Verdict(
                     key,
                     i,
                     node.op_type,
-                    Status.SUPPORTED if ok else Status.REJECTED,
+                    status,
                     message,
-                    "" if ok else "SESSION_CREATION",
+                    {Status.REJECTED: "SESSION_CREATION", Status.UNKNOWN: "UNTYPED_INPUT"}.get(status, ""),
                     Evidence("probe", f"{self.label}, one-node model"),
                 )
             )
-        if not report.rejected and error:
+        if not report.rejected and not error:
+            error = next(m for ok, m in verdicts.values() if not ok)
+            report.messages.append(error)
+        elif not report.rejected:
             # every node works alone: the whole-model error is about how they fit; blame the node it names
             named = [
                 v for v in report.verdicts if v.node and (f"'{v.node}'" in error or f"({v.node})" in error)

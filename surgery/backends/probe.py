@@ -18,6 +18,7 @@ from pathlib import Path
 
 from onnx import ModelProto, TensorProto, helper, numpy_helper
 
+from surgery.backends.base import Status
 from surgery.graph import GraphFacts, _all_inputs, node_signature
 
 SMALL_CONSTANT_BYTES = 256  # constants this small are part of the signature by value (Resize scales, TopK K)
@@ -269,6 +270,35 @@ def probe_nodes(
         for (key, _), answer in zip(pending, answers):
             CACHE.put(key, answer)
     return {i: CACHE._store[keys[i]] for i in indices}, len(todo)
+
+
+def untyped_inputs(facts: GraphFacts, index: int) -> list[str]:
+    """Non-constant inputs of node `index` whose dtype or rank is unknown (shape inference stopped upstream,
+    typically at a custom op). Alone, such a node is asked about a guess, so a refusal proves little."""
+    node = facts.model.graph.node[index]
+    out = []
+    for x in dict.fromkeys(_all_inputs(node)):
+        info = facts.info(x)
+        if not facts.is_constant(x) and (info.shape is None or not info.dtype):
+            out.append(x)
+    return out
+
+
+def judge(facts: GraphFacts, index: int, answer: Answer, definite: bool = False) -> tuple[Status, str]:
+    """A probe's answer as a status and message: a refusal of a node fed by tensors of unknown type or rank is
+    UNKNOWN (the refusal may be about the guess), unless `definite` (the backend has no such op at all)."""
+    ok, message = answer
+    if ok:
+        return Status.SUPPORTED, message
+    untyped = untyped_inputs(facts, index)
+    if untyped and not definite:
+        names = ", ".join(f"'{x}'" for x in untyped[:3]) + (" ..." if len(untyped) > 3 else "")
+        return (
+            Status.UNKNOWN,
+            f"input {names} has no known type or rank (shape inference stopped upstream), so the node was "
+            f"checked alone with a guess; the backend said: {message}",
+        )
+    return Status.REJECTED, message
 
 
 def _ask_safely(ask: Callable[[ModelProto], Answer], model: ModelProto) -> Answer:

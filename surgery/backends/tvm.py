@@ -26,7 +26,7 @@ from surgery.backends.base import (
     package_version,
 )
 from surgery.backends.isolate import BackendCrash, call_isolated
-from surgery.backends.probe import probe_nodes
+from surgery.backends.probe import judge, probe_nodes
 from surgery.graph import GraphFacts
 
 TIMEOUT_S = 300.0
@@ -114,7 +114,7 @@ class TVMBackend(BuildsWithSurgeryBuild):
         probed: dict[int, tuple[bool, str]] = {}
         if error is not None:
             probed, calls = probe_nodes(facts, None, (self.id, self.version), ask_many=_ask_many)
-            report.backend_calls += 1 if calls else 0
+            report.backend_calls += calls  # one isolated call for the batch; each probe is one import
         whole = Evidence("whole model", f"TVM {version} Relax ONNX frontend")
         probe = Evidence("probe", f"TVM {version}, one-node model")
         for i, (key, node) in enumerate(zip(facts.keys, nodes)):
@@ -130,15 +130,11 @@ class TVMBackend(BuildsWithSurgeryBuild):
                     whole if i not in probed else probe,
                 )
             elif i in probed:
-                ok, message = probed[i]
+                missing = "OpNotImplemented" in probed[i][1]
+                status, message = judge(facts, i, probed[i], definite=missing or i in alien)
+                code = {Status.SUPPORTED: "", Status.UNKNOWN: "UNTYPED_INPUT"}.get(status, "FRONTEND")
                 v = Verdict(
-                    key,
-                    i,
-                    node.op_type,
-                    Status.SUPPORTED if ok else Status.REJECTED,
-                    message,
-                    "" if ok else ("OP_NOT_IMPLEMENTED" if "OpNotImplemented" in message else "FRONTEND"),
-                    probe,
+                    key, i, node.op_type, status, message, "OP_NOT_IMPLEMENTED" if missing else code, probe
                 )
             else:
                 v = Verdict(key, i, node.op_type, Status.SUPPORTED, evidence=whole)
