@@ -117,7 +117,9 @@ def run(args) -> int:
     def log(done):
         p = done.proposal
         args = ", ".join(f"{k}={v!r}" for k, v in p.step.params.items())
-        print(f"  {len(ws.recipe)}. {p.rule.id} on {p.op_type} '{p.node}' [{p.safety}]: {p.step.fix}({args})")
+        print(
+            f"  {len(ws.recipe)}. applied {p.rule.id} on {p.op_type} '{p.node}' [{p.safety}]: {p.step.fix}({args})"
+        )
         print(f"     {done.verification.summary()}")
 
     applied, refused = run_rules(ws, active, targets, args.max_steps, values=values, log=log)

@@ -1,0 +1,65 @@
+"""`onnx-surgery fix` on every teaching sample: the lesson's target accepts the written model, the numbers are
+shown, the input is never touched; --dry-run writes nothing; a broken rule file or target is exit 2."""
+
+import onnx
+import pytest
+
+from surgery.cli import main
+from surgery.samples import lessons, sample_path
+
+LESSONS = {x.name: x for x in lessons()}
+# what a sample needs beyond --target, and the samples whose lesson is an honest refusal (exit 1)
+EXTRA = {"dynamic_input_unshaped": ["--input-shape", "image:1x3x32x32"]}
+REFUSED = {"int64_out_of_range": "'offset' = [5000000000]"}
+
+
+@pytest.mark.parametrize("name", sorted(LESSONS))
+def test_fix_makes_the_lessons_target_accept_each_sample(name, tmp_path, capsys):
+    lesson = LESSONS[name]
+    src = sample_path(name)
+    original = src.read_bytes()
+    out = tmp_path / f"{name}.fixed.onnx"
+    code = main(["fix", str(src), "--target", lesson.backend, "-o", str(out), *EXTRA.get(name, [])])
+    text = capsys.readouterr().out
+    assert src.read_bytes() == original and out.exists()
+    before, after = text.split("\nsteps:\n")[0], text.split("\nafter (")[1]
+    if name in REFUSED:
+        assert code == 1 and REFUSED[name] in text and "not applied:" in text
+        return
+    assert code == 0, text
+    assert f"{lesson.backend}: accepts — 0 of" in after
+    if lesson.rule:
+        assert f"{lesson.backend}: rejects" in before and f"applied {lesson.rule} on" in text
+        assert "max abs" in text or "not verifiable with onnxruntime" in text
+        if lesson.rule != "mmcv-deformconv-to-plugin":  # a plugin node is no ONNX op
+            onnx.checker.check_model(onnx.load(str(out)), full_check=True)
+    else:
+        assert "(no rule applies)" in text
+
+
+def test_dry_run_writes_nothing_and_a_value_the_rule_needs_is_named(tmp_path, capsys):
+    src = sample_path("dynamic_input_unshaped")
+    code = main(["fix", str(src), "-t", "tensorrt-static@10.15", "--dry-run", "-o", str(tmp_path / "o.onnx")])
+    text = capsys.readouterr().out
+    assert code == 1 and "needs a value for 'shape'" in text and "--input-shape" in text
+    assert "dry run: nothing written" in text and not (tmp_path / "o.onnx").exists()
+
+
+def test_broken_rule_file_bad_target_and_bad_shape_are_exit_2(tmp_path, capsys):
+    src = str(sample_path("resize_scales_chain"))
+    (tmp_path / "bad.yaml").write_text(
+        "id: x\ntitle: t\nwhat: w\nwhy: y\nmatch: {op: Resize}\nfix: {primitive: nope}\nsafety: exact\n"
+    )
+    assert main(["fix", src, "--rules", str(tmp_path), "--dry-run"]) == 2
+    assert "bad.yaml:6: field 'fix.primitive': unknown primitive 'nope'" in capsys.readouterr().err
+    assert main(["fix", src, "-t", "tensorrt-static@7.5", "--dry-run"]) == 2
+    assert main(["fix", src, "--input-shape", "x:1xA", "--dry-run"]) == 2
+    assert "expected NAME:1x3x224x224" in capsys.readouterr().err
+    assert main(["fix", src]) == 2  # no -o and no --dry-run
+
+
+def test_rules_folder_from_the_environment(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ONNX_SURGERY_RULES", str(tmp_path))  # an empty folder: no rules at all
+    src = str(sample_path("resize_scales_chain"))
+    assert main(["fix", src, "-t", "tensorrt-static@8.2", "--dry-run"]) == 1
+    assert f"rules: 0 from {tmp_path}" in capsys.readouterr().out
