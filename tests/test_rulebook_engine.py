@@ -116,7 +116,7 @@ def test_tracer_explains_a_near_miss_condition_by_condition():
     ws.apply(Step("fold_constants", {"tensors": ["/up/Concat_1_output_0"]}))
     lines = explain(ws.current, rule, "/up/Resize")
     assert [line for line in lines if line.startswith("✗")] == [
-        "✗ input 2 '/up/Concat_1_output_0' is an initializer"
+        "✗ input 2 '/up/Concat_1_output_0' is a weight (initializer or Constant output)"
     ]
     assert explain(ws.current, rule, "/relu/Relu")[0] == "✗ op is Relu, not Resize"
     assert explain(ws.current, rule, "nope")[0].startswith("✗ no node 'nope'")

@@ -35,6 +35,7 @@ INPUT_CONDITIONS = {
     "int64_out_of_int32",
     "readers",
     "rank",
+    "weights",
 }
 ATTR_CONDITIONS = {"eq", "ne", "in", "missing", "present"}
 FIX_FIELDS = {
