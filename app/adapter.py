@@ -35,7 +35,7 @@ def ensure_state() -> None:
     s.selected = None
     s.last_applied = None
     s.error = None
-    s.scope = None
+    s.scopes = []
     if start:
         open_path(start, check_folder=False)
     if "ws" not in s:
@@ -45,7 +45,7 @@ def ensure_state() -> None:
 def _set_workspace(ws: Workspace, name: str) -> None:
     s = state()
     s.ws, s.model_name = ws, name
-    s.selected, s.last_applied, s.error, s.scope = None, None, None, None
+    s.selected, s.last_applied, s.error, s.scopes = None, None, None, []
 
 
 def open_sample(name: str) -> None:
@@ -84,6 +84,61 @@ def workspace() -> Workspace:
     return state().ws
 
 
+def fingerprint() -> str:
+    """The current model's fingerprint, computed once per model version (hashing 100k nodes takes ~0.5 s)."""
+    proto = workspace().current
+    memo = state().get("_fp_memo")
+    if memo is None or memo[0] is not proto:
+        memo = state()["_fp_memo"] = (proto, workspace().fingerprint())
+    return memo[1]
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _facts(fp: str, _model):
+    from surgery.graph import GraphFacts
+
+    return GraphFacts.of(_model)
+
+
+def facts():
+    """GraphFacts of the current model (shape inference included), shared across reruns and sessions."""
+    return _facts(fingerprint(), workspace().current)
+
+
+@st.cache_resource(show_spinner=False, max_entries=32)
+def _view(
+    fp: str, target: str | None, focus: str | None, hops: int, scope: str | None, _model, _facts, _verdicts
+):
+    from surgery.view import build_view
+
+    return build_view(_model, _verdicts, facts=_facts, focus=focus, hops=hops, scope=scope)
+
+
+def view(report, focus: str | None, hops: int):
+    """What the graph draws for the current model coloured by `report` (cached: big models draw collapsed)."""
+    scope = (state().get("scopes") or [None])[-1]
+    verdicts = report.by_node() if report else {}
+    return _view(
+        fingerprint(),
+        report.backend if report else None,
+        focus,
+        hops,
+        scope,
+        workspace().current,
+        facts(),
+        verdicts,
+    )
+
+
+def enter_scope(scope: str) -> None:
+    state().setdefault("scopes", []).append(scope)
+
+
+def leave_scope(all_levels: bool = False) -> None:
+    scopes = state().get("scopes") or []
+    del scopes[0 if all_levels else -1 :]
+
+
 @st.cache_data(show_spinner=False, max_entries=64)
 def _check(fp: str, target: str, _model, _base_dir):
     from surgery.diagnose import check_one
@@ -94,7 +149,7 @@ def _check(fp: str, target: str, _model, _base_dir):
 def reports(targets: list[str] | None = None):
     """Check reports for the current model, one per target (cached by fingerprint and target)."""
     ws = workspace()
-    fp = ws.fingerprint()
+    fp = fingerprint()
     out = []
     for t in targets if targets is not None else state().targets:
         try:
@@ -171,8 +226,51 @@ def apply_proposal(proposal) -> None:
     try:
         s.last_applied = apply(workspace(), proposal, check=False)
         s.error = None
+        s.setdefault("step_nodes", {})[id(workspace().recipe[-1])] = proposal.node
     except FixError as exc:
         s.error = str(exc)
+
+
+def step_node(n: int) -> str | None:
+    """The node that recipe step `n` (1-based) was applied to, when it was applied in this session."""
+    ws = workspace()
+    return (state().get("step_nodes") or {}).get(id(ws.steps[n - 1]))
+
+
+def save_rule(n: int, node_key: str):
+    """Save recipe step `n` (1-based), as applied to `node_key`, as a rule in the user's rules folder."""
+    from surgery.rulebook.save import rule_from_step
+
+    ws = workspace()
+    return rule_from_step(ws.model_at(n - 1), ws.steps[n - 1], node_key, USER_RULES)
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def walkthrough(name: str) -> dict:
+    """A lesson run end to end by the library on a fresh workspace: the broken model's verdict on the failing
+    node, the rule's proposal, the step applied and verified, and the verdict after."""
+    from surgery.diagnose import check_one
+    from surgery.fixes import FixError
+    from surgery.rulebook import apply, propose
+
+    les = lesson(name)
+    ws = Workspace.open(sample_path(name))
+    before = check_one(ws.current, les.backend, ws.original.base_dir)
+    out = {"lesson": les, "before": before, "verdict": before.by_node().get(les.node or ""), "proposal": None}
+    found = [p for p in propose(ws.current, builtin_rules(), [les.backend]) if p.rule.id == les.rule]
+    found.sort(key=lambda p: p.node != les.node)
+    if not found:
+        out["error"] = f"rule {les.rule} proposes nothing here for {les.backend}"
+        return out
+    out["proposal"] = found[0]
+    try:
+        applied = apply(ws, found[0], targets=[les.backend])
+    except FixError as exc:
+        out["error"] = str(exc)
+        return out
+    out["applied"] = applied
+    out["after"] = applied.after[0] if applied.after else None
+    return out
 
 
 def target_options() -> list[str]:

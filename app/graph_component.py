@@ -11,40 +11,56 @@ import streamlit as st
 HTML = '<div class="graph-root"><div class="graph-canvas" data-testid="graph-canvas"></div></div>'
 CSS = """
 .graph-root { border: 1px solid #d5dbe1; border-radius: 6px; background: #fbfcfd; }
-.graph-canvas { width: 100%; height: 600px; }
+.graph-canvas { width: 100%; height: 640px; }
 """
+# A click sends {ref, at}: `at` changes on every click, so clicking the same node again still reaches Python.
 JS_BODY = """
 export default function(component) {
   const { data, setStateValue, parentElement } = component;
   const el = parentElement.querySelector('.graph-canvas');
   if (!data || !el) return;
-  const nodes = data.nodes.map(n => ({
-    id: n.id, label: n.label, title: n.title, x: n.x, y: n.y, shape: n.shape,
-    size: n.size, color: { background: n.color, border: n.id === data.selected ? '#1f5fbf' : '#5b6875',
-      highlight: { background: n.color, border: '#1f5fbf' } },
-    borderWidth: n.id === data.selected ? 4 : 1,
-    font: { size: n.kind === 'constant' ? 9 : 13, color: n.kind === 'op' && n.status !== 'not checked' && n.status !== 'unknown' ? '#ffffff' : '#1d2733' },
-  }));
+  const dark = new Set(['supported', 'rejected']);
+  const refs = new Map();
+  const nodes = data.nodes.map(n => {
+    refs.set(n.id, n.ref);
+    const chosen = n.ref && n.ref === data.selected;
+    return {
+      id: n.id, label: n.label, title: n.title, x: n.x, y: n.y, shape: n.shape, size: n.size,
+      color: { background: n.color, border: chosen ? '#123f8c' : '#5b6875',
+               highlight: { background: n.color, border: '#123f8c' },
+               hover: { background: n.color, border: '#123f8c' } },
+      borderWidth: chosen ? 3 : 1, borderWidthSelected: 3,
+      shapeProperties: { borderDashes: chosen ? [6, 3] : false },
+      font: { size: n.kind === 'constant' ? 9 : n.kind === 'input' ? 10 : 13,
+              color: (n.kind === 'op' || n.kind === 'group') && dark.has(n.status) ? '#ffffff' : '#1d2733',
+              multi: false },
+    };
+  });
   const edges = data.edges.map((e, i) => ({ id: i, from: e.from, to: e.to, arrows: 'to' }));
   const network = new globalThis.vis.Network(el,
     { nodes: new globalThis.vis.DataSet(nodes), edges: new globalThis.vis.DataSet(edges) },
     { physics: false, layout: { improvedLayout: false },
-      edges: { smooth: false, color: '#9aa5b1', width: 1 },
-      interaction: { hover: true, hideEdgesOnDrag: true, hideEdgesOnZoom: nodes.length > 2000, tooltipDelay: 150 },
+      edges: { smooth: false, color: { color: '#9aa5b1', highlight: '#123f8c' }, width: 1,
+               arrows: { to: { scaleFactor: 0.6 } } },
+      interaction: { hover: true, hideEdgesOnDrag: true, hideEdgesOnZoom: nodes.length > 2000,
+                     tooltipDelay: 150, navigationButtons: false, keyboard: false },
       nodes: { margin: 8 } });
   el.setAttribute('data-node-count', String(nodes.length));
   el.setAttribute('data-selected', data.selected || '');
   globalThis.__onnxSurgeryNetwork = network;
   network.once('afterDrawing', () => { el.setAttribute('data-drawn', '1'); });
   requestAnimationFrame(() => el.setAttribute('data-drawn', '1'));
-  if (data.selected && nodes.some(n => n.id === data.selected)) {
-    network.selectNodes([data.selected]);
-    network.focus(data.selected, { scale: 1.0 });
+  const chosen = data.nodes.filter(n => n.ref && n.ref === data.selected).map(n => n.id);
+  if (chosen.length) network.selectNodes(chosen, false);
+  if (chosen.length && nodes.length > 60) {
+    network.focus(chosen[0], { scale: 0.9 });
   } else {
-    network.fit();
+    network.fit({ maxZoomLevel: 1.1 });
   }
   network.on('click', (params) => {
-    if (params.nodes && params.nodes.length) setStateValue('selected', params.nodes[0]);
+    if (!params.nodes || !params.nodes.length) return;
+    const ref = refs.get(params.nodes[0]);
+    if (ref) setStateValue('selected', { ref: ref, at: Date.now() });
   });
   return () => network.destroy();
 }
@@ -68,5 +84,6 @@ def _component():
 
 
 def graph(payload: dict, key: str = "graph", on_select=None):
-    """Draw the graph; returns the component result (`.selected` is the clicked node id, if any)."""
+    """Draw the graph; returns the component result (`.selected` is `{ref, at}` for the last click: `ref` is a
+    node key or ``group:<scope>``, `at` a timestamp)."""
     return _component()(data=payload, key=key, on_selected_change=on_select or (lambda: None))

@@ -13,89 +13,115 @@ import numpy as np  # noqa: E402
 import sidebar  # noqa: E402
 import streamlit as st  # noqa: E402
 from graph_component import graph  # noqa: E402
-from onnx import helper, numpy_helper  # noqa: E402
+from onnx import helper  # noqa: E402
 
-from surgery.backends.base import Status  # noqa: E402
-from surgery.graph import GraphFacts  # noqa: E402
-from surgery.view import build_view, search  # noqa: E402
+from surgery.view import COLORS, LEGEND, constant_value, next_rejected, scope_label, search  # noqa: E402
 
 sidebar.render()
 
-adapter.ensure_state()
 s = adapter.state()
 ws = adapter.workspace()
-facts = GraphFacts.of(ws.current)
-reports = adapter.reports()
+with st.spinner("Reading the model and checking it with each target…"):
+    facts = adapter.facts()
+    reports = adapter.reports()
+n_nodes = len(ws.current.graph.node)
 
-st.title("Workbench")
-if not s.targets:
-    st.info("Pick one or more targets in the sidebar to see what each backend rejects.")
-color_by = st.selectbox("Colour by", [r.backend for r in reports] or ["(none)"], key="color_by")
-report = next((r for r in reports if r.backend == color_by), None)
-verdicts = report.by_node() if report else {}
-rejected = [v.node for v in report.verdicts if v.status is Status.REJECTED] if report else []
 
-top = st.columns([3, 1, 1, 1])
-query = top[0].text_input("Search by name or op", key="search", placeholder="e.g. Resize or /up/")
-if top[1].button("Next rejected", key="next_rejected", disabled=not rejected):
-    i = (rejected.index(s.selected) + 1) % len(rejected) if s.selected in rejected else 0
-    s.selected = rejected[i]
-hops = top[2].number_input("Focus hops", 1, 20, 3, key="hops")
-focus = top[3].toggle("Focus on selection", key="focus", value=len(ws.current.graph.node) > 400)
-if query:
-    hits = search(facts, query)
-    if hits:
-        pick = st.selectbox(f"{len(hits)} match(es)", hits, key="search_hit")
-        if pick != s.selected and st.button("Select match", key="select_hit"):
-            s.selected = pick
-            st.rerun()
-    else:
-        st.caption("no match")
+def select(key: str | None) -> None:
+    s.selected = key
 
-for r in reports:
-    if r.rejected:
-        st.error(
-            f"**{r.label}** rejects {len(r.rejected)} of {len(r.verdicts)} node(s).", icon=":material/block:"
-        )
-    elif r.accepted:
-        st.success(f"**{r.label}** accepts the model.", icon=":material/check_circle:")
-    for m in r.messages:
-        st.warning(f"**{r.label}**: {m}")
 
-left, right = st.columns([3, 2])
+st.markdown(
+    f"### {s.model_name} <span style='font-size:0.6em;color:#6b7785'>{n_nodes} nodes</span>",
+    unsafe_allow_html=True,
+)
+left, right = st.columns([3, 2], gap="medium")
+
 with left:
-    view = build_view(
-        ws.current, verdicts, facts=facts, focus=s.selected if focus else None, hops=int(hops), scope=s.scope
+    if not s.targets:
+        st.info("Pick one or more targets in the sidebar to see what each backend rejects.")
+    top = st.columns([2, 3, 1.3])
+    color_by = top[0].selectbox("Colour by", [r.backend for r in reports] or ["(no target)"], key="color_by")
+    report = next((r for r in reports if r.backend == color_by), None)
+    verdicts = report.by_node() if report else {}
+    query = top[1].text_input("Search by name or op", key="search", placeholder="e.g. Resize or /up/")
+    nxt = next_rejected(verdicts, facts, s.selected)
+    top[2].button(
+        "Next rejected",
+        key="next_rejected",
+        disabled=nxt is None,
+        on_click=select,
+        args=(nxt,),
+        help="select the next node this target rejects",
+        width="stretch",
     )
-    legend = " ".join(
-        f"<span style='color:{c}'>■</span> {name}"
-        for name, c in [(x["status"], x["color"]) for x in view.payload()["legend"]]
+    if query:
+        hits = search(facts, query)
+        if hits:
+            pick = st.selectbox(
+                f"{len(hits)} match(es) — pick one to select it", hits, index=None, key="search_hit"
+            )
+            if pick and pick != s.selected and pick != s.get("_last_pick"):
+                s._last_pick = pick
+                s.selected = pick
+        else:
+            st.caption(f"no node name or op contains “{query}”")
+    ctl = st.columns([1.4, 1, 3])
+    focus = ctl[0].toggle(
+        "Focus on selection",
+        key="focus",
+        value=n_nodes > 400,
+        help="draw only the nodes near the selected one",
     )
-    st.markdown(legend, unsafe_allow_html=True)
+    hops = ctl[1].number_input("Hops", 1, 20, 3, key="hops", label_visibility="collapsed", disabled=not focus)
+    view = adapter.view(report, s.selected if focus and s.selected in facts.index else None, int(hops))
+    counts = view.counts()
+    legend = " &nbsp; ".join(
+        f"<span style='color:{COLORS[name]};font-size:1.2em'>■</span> {name}"
+        + (f" ({counts[name]})" if counts.get(name) else "")
+        for name, _ in LEGEND
+    )
+    ctl[2].markdown(f"<div style='text-align:right;padding-top:0.4em'>{legend}</div>", unsafe_allow_html=True)
+    scopes = s.get("scopes") or []
+    if scopes:
+        nav = st.columns([1, 1, 4])
+        nav[0].button("⬑ Up one level", key="scope_up", on_click=adapter.leave_scope)
+        nav[1].button("Whole graph", key="unscope", on_click=adapter.leave_scope, args=(True,))
+        nav[2].caption(" › ".join(scope_label(x) for x in scopes))
     if view.note:
         st.caption(view.note)
-    result = graph(view.payload(s.selected), key=f"graph-{ws.fingerprint()}")
-    clicked = getattr(result, "selected", None)
-    if clicked and clicked != s.get("_last_click"):
-        s._last_click = clicked
-        if clicked.startswith("group:"):
-            s.scope = clicked[len("group:") :]
-        elif not clicked.startswith(("input:", "output:")):
-            s.selected = clicked
-        st.rerun()
-    if s.scope and st.button("Back to the whole graph", key="unscope"):
-        s.scope = None
+    result = graph(view.payload(s.selected), key=f"graph-{adapter.fingerprint()}")
+    click = getattr(result, "selected", None)
+    if isinstance(click, dict) and click.get("at") != s.get("_last_click_at"):
+        s._last_click_at = click.get("at")
+        ref = click.get("ref") or ""
+        if ref.startswith("group:"):
+            adapter.enter_scope(ref[len("group:") :])
+        elif ref:
+            s.selected = ref
         st.rerun()
 
 with right:
+    for r in reports:
+        if r.rejected:
+            st.error(
+                f"**{r.label}** rejects {len(r.rejected)} of {len(r.verdicts)} node(s).",
+                icon=":material/block:",
+            )
+        elif r.accepted or (r.verdicts and not r.messages):
+            st.success(f"**{r.label}** accepts the model.", icon=":material/check_circle:")
+        for m in r.messages:
+            st.warning(f"**{r.label}**: {m}")
     key = s.selected
     if not key or key not in facts.index:
         st.subheader("Inspector")
-        st.caption("Click a node in the graph (or use Next rejected).")
+        st.caption("Click a node in the graph, search for one, or use Next rejected.")
     else:
         node = facts.node(key)
         st.subheader(f"{node.op_type} `{key}`")
-        st.caption(f"domain: {node.domain or 'ai.onnx'}")
+        st.caption(
+            f"domain: {node.domain or 'ai.onnx'}" + (f" · name: {node.name}" if node.name != key else "")
+        )
         for r in reports:
             v = r.by_node().get(key)
             if v is None:
@@ -107,101 +133,123 @@ with right:
             if v.message:
                 st.code(v.message, language=None, wrap_lines=True)
             st.caption(f"evidence: {v.evidence.source} — {v.evidence.detail}")
-        if node.attribute:
-            st.markdown("**Attributes**")
-            st.json(
-                {a.name: str(helper.get_attribute_value(a))[:200] for a in node.attribute}, expanded=False
-            )
-        st.markdown("**Inputs**")
-        for idx, x in enumerate(node.input):
-            if not x:
-                continue
-            info = facts.info(x)
-            producer = facts.producer_of(x)
-            const = " (constant)" if facts.is_constant(x) else ""
-            c1, c2 = st.columns([3, 1])
-            c1.markdown(f"`{idx}` {x}: {info.dtype_name} {info.shape_str()}{const}")
-            if producer is not None and c2.button(producer.op_type, key=f"in-{idx}-{x}"):
-                s.selected = facts.keys[facts.producer[x]]
-                st.rerun()
-            if x in facts.initializers:
-                arr = numpy_helper.to_array(facts.initializers[x])
-                if arr.size <= 64:
-                    c1.caption(f"value: {np.array2string(arr, threshold=64)}")
-        st.markdown("**Outputs**")
-        for o in node.output:
-            info = facts.info(o)
-            st.markdown(f"{o}: {info.dtype_name} {info.shape_str()}")
-            for j in facts.consumers.get(o, [])[:8]:
-                if st.button(f"→ {ws.current.graph.node[j].op_type} {facts.keys[j]}", key=f"out-{o}-{j}"):
-                    s.selected = facts.keys[j]
-                    st.rerun()
 
         st.markdown("**Fixes**")
         props = adapter.proposals(key)
         if not props:
             st.caption("No rule matches this node for the chosen targets.")
-        for _k, p in enumerate(props):
+        for p in props:
             with st.container(border=True):
                 st.markdown(f"**{p.rule.title}**  \n`{p.rule.id}` · safety: **{p.safety}**")
                 st.caption(p.rule.why)
                 if p.step is None:
                     st.caption(f"needs {p.needs}")
-                else:
-                    st.caption(f"step: {p.step.describe()}")
-                    if st.toggle("Preview", key=f"preview-{p.rule.id}"):
-                        diff = adapter.preview(p)
-                        st.markdown(
-                            f"removes {len(diff['removed'])} node(s): `{', '.join(diff['removed'][:8])}`  \n"
-                            f"adds {len(diff['added'])} node(s): `{', '.join(diff['added'][:8])}`"
-                        )
-                        for line in diff["verdicts"]:
-                            st.caption(line)
-                    if st.button("Apply", key=f"apply-{p.rule.id}", type="primary"):
-                        adapter.apply_proposal(p)
-                        st.rerun()
+                    continue
+                st.caption(f"step: {p.step.describe()}")
+                if st.toggle("Preview", key=f"preview-{p.rule.id}"):
+                    diff = adapter.preview(p)
+                    st.markdown(
+                        f"removes {len(diff['removed'])} node(s): `{', '.join(diff['removed'][:8])}`  \n"
+                        f"adds {len(diff['added'])} node(s): `{', '.join(diff['added'][:8])}`"
+                    )
+                    for line in diff["verdicts"]:
+                        st.caption(line)
+                if st.button("Apply", key=f"apply-{p.rule.id}", type="primary"):
+                    adapter.apply_proposal(p)
+                    st.rerun()
+
+        with st.expander("Node details", expanded=True):
+            if node.attribute:
+                st.markdown("**Attributes**")
+                st.json(
+                    {a.name: str(helper.get_attribute_value(a))[:200] for a in node.attribute}, expanded=False
+                )
+            st.markdown("**Inputs**")
+            for idx, x in enumerate(node.input):
+                if not x:
+                    continue
+                info = facts.info(x)
+                producer = facts.producer_of(x)
+                const = " · constant" if facts.is_constant(x) else ""
+                c1, c2 = st.columns([3, 1])
+                c1.markdown(f"`{idx}` {x}  \n{info.dtype_name} {info.shape_str()}{const}")
+                if producer is not None:
+                    c2.button(
+                        producer.op_type,
+                        key=f"in-{idx}-{x}",
+                        on_click=select,
+                        args=(facts.keys[facts.producer[x]],),
+                        help="select the producer",
+                    )
+                value = constant_value(facts, x)
+                if value is not None:
+                    c1.caption(f"value: {np.array2string(value, threshold=64)}")
+            st.markdown("**Outputs**")
+            for o in node.output:
+                info = facts.info(o)
+                st.markdown(f"{o}  \n{info.dtype_name} {info.shape_str()}")
+                value = constant_value(facts, o)
+                if value is not None:
+                    st.caption(f"value: {np.array2string(value, threshold=64)}")
+                for j in facts.consumers.get(o, [])[:8]:
+                    st.button(
+                        f"→ {ws.current.graph.node[j].op_type} {facts.keys[j]}",
+                        key=f"out-{o}-{j}",
+                        on_click=select,
+                        args=(facts.keys[j],),
+                    )
 
 st.divider()
 hist, actions = st.columns([3, 2])
 with hist:
-    st.markdown("**Recipe**")
+    st.markdown("**Recipe** — the original is never changed; every step can be undone")
     if not ws.steps:
-        st.caption("No steps yet. The original model is never changed; every step can be undone.")
+        st.caption("No steps yet.")
     for n, step in enumerate(ws.steps, 1):
         done = n <= ws.cursor
-        st.markdown(("" if done else "~~") + f"{n}. {step.describe()}" + ("" if done else "~~ (undone)"))
+        row = st.columns([6, 2])
+        row[0].markdown(("" if done else "~~") + f"{n}. {step.describe()}" + ("" if done else "~~ (undone)"))
+        node_key = adapter.step_node(n) or (s.selected if s.selected in facts.index else None)
+        if done and node_key and row[1].button("Save as rule", key=f"save_rule-{n}"):
+            try:
+                path, matches = adapter.save_rule(n, node_key)
+                st.success(f"saved {path} — it matches {len(matches)} node(s) here; listed on the Rules page")
+            except Exception as exc:  # the rule writer says what it could not generalise
+                st.error(f"could not save step {n} as a rule: {exc}")
     applied = s.last_applied
-    if applied is not None:
+    if applied is not None and applied.verification is not None:
         v = applied.verification
         (st.success if v.status == "ok" else st.warning if v.status == "skipped" else st.error)(
             applied.summary(), icon=":material/science:"
         )
 with actions:
     c = st.columns(2)
-    if c[0].button("Undo", key="undo", disabled=not ws.can_undo):
+    if c[0].button("Undo", key="undo", disabled=not ws.can_undo, icon=":material/undo:", width="stretch"):
         ws.undo()
         s.last_applied = None
         st.rerun()
-    if c[1].button("Redo", key="redo", disabled=not ws.can_redo):
+    if c[1].button("Redo", key="redo", disabled=not ws.can_redo, icon=":material/redo:", width="stretch"):
         ws.redo()
         st.rerun()
     stem = s.model_name.rsplit(".", 1)[0]
-    st.download_button(
-        "Download model", ws.current.SerializeToString(), f"{stem}.fixed.onnx", key="download_model"
+    current = ws.current
+    c[0].download_button(
+        "Download model",
+        lambda: current.SerializeToString(),
+        f"{stem}.fixed.onnx",
+        key="download_model",
+        icon=":material/download:",
+        width="stretch",
+        mime="application/octet-stream",
+        on_click="ignore",
     )
-    st.download_button(
+    c[1].download_button(
         "Download recipe",
-        json.dumps(ws.recipe_dict(), indent=2),
+        lambda: json.dumps(ws.recipe_dict(), indent=2),
         f"{stem}.recipe.json",
         key="download_recipe",
+        icon=":material/download:",
+        width="stretch",
+        mime="application/json",
+        on_click="ignore",
     )
-    if ws.recipe and s.selected and st.button("Save last step as a rule", key="save_rule"):
-        from surgery.rulebook.save import rule_from_step
-
-        last = ws.recipe[-1]
-        node_key = s.selected if s.selected in GraphFacts.of(ws.model_at(ws.cursor - 1)).index else None
-        if node_key is None:
-            s.error = "select the node the step was applied to before saving it as a rule"
-        else:
-            path, matches = rule_from_step(ws.model_at(ws.cursor - 1), last, node_key, adapter.USER_RULES)
-            st.success(f"saved {path} — it matches {len(matches)} node(s) here")
