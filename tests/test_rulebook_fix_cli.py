@@ -2,6 +2,7 @@
 shown, the input is never touched; --dry-run writes nothing; a broken rule file or target is exit 2."""
 
 import onnx
+import onnx.parser
 import pytest
 
 from surgery.cli import main
@@ -63,3 +64,21 @@ def test_rules_folder_from_the_environment(tmp_path, monkeypatch, capsys):
     src = str(sample_path("resize_scales_chain"))
     assert main(["fix", src, "-t", "tensorrt-static@8.2", "--dry-run"]) == 1
     assert f"rules: 0 from {tmp_path}" in capsys.readouterr().out
+
+
+def test_a_still_rejected_node_says_why_its_suggested_rule_did_not_match(tmp_path, capsys):
+    model = onnx.parser.parse_model(
+        """\
+<ir_version: 8, opset_import: ["" : 13]>
+k_from_a_dynamic_dim (float[n,8] x) => (float[n,m] v, int64[n,m] i) <int64[1] zero = {0}, int64[1] one = {1}> {
+  [shape] s = Shape (x)
+  [slice] k = Slice (s, zero, one)
+  [topk] v, i = TopK (x, k)
+}
+"""
+    )
+    path = tmp_path / "m.onnx"
+    onnx.save(model, str(path))
+    assert main(["fix", str(path), "-t", "tensorrt-static@8.6", "--dry-run"]) == 1
+    out = capsys.readouterr().out
+    assert "suggested rule fold-topk-k does not match 'topk': input 1 'k' is not foldable" in out

@@ -59,6 +59,31 @@ def _verdict_lines(reports) -> list[str]:
     return lines
 
 
+def _why_not(model, reports, rules, targets) -> list[str]:
+    """For a node still rejected whose verdict suggests a rule: why that rule did not fix it (the tracer)."""
+    from surgery.rulebook import applies_to, explain
+
+    lines, seen = [], set()
+    for r in reports:
+        for v in r.rejected:
+            for rule_id in v.rules:
+                if (rule_id, v.node) in seen:
+                    continue
+                seen.add((rule_id, v.node))
+                rule = rules.get(rule_id)
+                if rule is None:
+                    lines.append(f"  suggested rule {rule_id} for '{v.node}' is not in the rules folders")
+                elif not applies_to(rule, targets):
+                    lines.append(f"  suggested rule {rule_id} for '{v.node}' is not for {', '.join(targets)}")
+                else:
+                    failed = [x[2:] for x in explain(model, rule, v.node) if x.startswith("✗")]
+                    if failed:
+                        lines.append(
+                            f"  suggested rule {rule_id} does not match '{v.node}': {'; '.join(failed)}"
+                        )
+    return lines
+
+
 def _refuses(r) -> bool:
     return bool(r.rejected) or r.accepted is False
 
@@ -130,6 +155,8 @@ def run(args) -> int:
     after = check_model(ws.current, targets, base)
     print(f"after ({len(applied)} step(s)):")
     print("\n".join(_verdict_lines(after)))
+    for line in _why_not(ws.current, after, {r.id: r for r in rules}, targets):
+        print(line)
     if applied:
         worst = max((a.proposal.safety for a in applied), key=SAFETY_ORDER.index)
         dims = max((a.proposal.rule.verify_dims or 0 for a in applied), default=0)
