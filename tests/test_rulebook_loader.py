@@ -62,6 +62,27 @@ def test_a_valid_rule_loads():
             r"my.yaml:5: field 'targets.tensorrt-static': bad version in '<=eight'",
         ),
         (("match:", "targets: {tensorrrt: '*'}\nmatch:"), r"field 'targets.tensorrrt': unknown target"),
+        (("op: Resize", "op: {Resize: 1}"), r"my.yaml:6: field 'match.op': must be an op type"),
+        (
+            ("op: Resize", "op: Resize\n  inputs: {2: {constant: 'yes'}}"),
+            r"my.yaml:7: field 'match.inputs.2': 'constant' must be true or false",
+        ),
+        (
+            ("op: Resize", "op: Resize\n  inputs: {2: {produced_by: Concat}}"),
+            r"field 'match.inputs.2': 'produced_by' must be a chain",
+        ),
+        (
+            ("op: Resize", "op: Resize\n  attrs: {mode: {in: linear}}"),
+            r"field 'match.attrs.mode': 'in' must be a list",
+        ),
+        (
+            ("primitive: fold_constants", "primitive: fold_constants\n  params: {tensors: ['$input[two]']}"),
+            r"my.yaml:9: field 'fix.params': '\$input\[two\]' is not a reference to the match",
+        ),
+        (
+            ("id: my-rule", "id: off"),
+            r"my.yaml:1: field 'id': must be a non-empty string \(YAML reads on/off",
+        ),
     ],
 )
 def test_broken_rule_files_name_file_line_and_field(change, where):

@@ -62,8 +62,12 @@ def load_rule_text(text: str, path: str = "<rule>") -> Rule:
         )
     try:
         _check_depth(text, path)
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        loader = yaml.SafeLoader(text)  # safe: plain data only, no tags that build Python objects
+        try:
+            root = loader.get_single_node()  # the node tree keeps each field's line for messages
+            data = loader.construct_document(root) if root is not None else None
+        finally:
+            loader.dispose()
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark else 1

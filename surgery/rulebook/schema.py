@@ -3,6 +3,7 @@ documentation. Validation errors name the file, the line and the field."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -128,9 +129,23 @@ def validate(data: Any, where) -> Rule:
     for key in match:
         if key not in MATCH_FIELDS:
             fail(f"match.{key}", f"unknown condition. Note: conditions are {', '.join(sorted(MATCH_FIELDS))}")
-    for name, cond in (match.get("attrs") or {}).items():
+    if not _names(match["op"]):
+        fail("match.op", "must be an op type or a list of op types")
+    if "domain" in match and not isinstance(match["domain"] or "", str):
+        fail("match.domain", "must be a string ('' for the standard ops)")
+    if "outputs_are_graph_outputs" in match and not isinstance(match["outputs_are_graph_outputs"], bool):
+        fail("match.outputs_are_graph_outputs", "must be true or false")
+    attrs = match.get("attrs") or {}
+    if not isinstance(attrs, dict):
+        fail("match.attrs", "must map an attribute name to conditions")
+    for name, cond in attrs.items():
         if not isinstance(cond, dict) or set(cond) - ATTR_CONDITIONS:
             fail(f"match.attrs.{name}", f"must be a mapping of {', '.join(sorted(ATTR_CONDITIONS))}")
+        for key in ("missing", "present"):
+            if key in cond and not isinstance(cond[key], bool):
+                fail(f"match.attrs.{name}", f"'{key}' must be true or false")
+        if "in" in cond and not isinstance(cond["in"], list):
+            fail(f"match.attrs.{name}", "'in' must be a list of values")
     inputs = match.get("inputs") or {}
     if not isinstance(inputs, dict):
         fail("match.inputs", "must map an input index to conditions")
@@ -143,6 +158,10 @@ def validate(data: Any, where) -> Rule:
             fail(path, "input index must be an integer")
         if not isinstance(cond, dict) or set(cond) - INPUT_CONDITIONS:
             fail(path, f"must be a mapping of {', '.join(sorted(INPUT_CONDITIONS))}")
+        for key, want in cond.items():
+            problem = _input_condition_problem(key, want)
+            if problem:
+                fail(path, f"'{key}' {problem}")
     fix = data["fix"]
     if not isinstance(fix, dict) or "primitive" not in fix:
         fail("fix", "must be a mapping with 'primitive' and optional 'params'")
@@ -163,6 +182,9 @@ def validate(data: Any, where) -> Rule:
     if not isinstance(params, dict):
         fail("fix.params", "must be a mapping")
     allowed = set(prims[fix["primitive"]].params)
+    for ref in _references(params):
+        if not REFERENCE.fullmatch(ref):
+            fail("fix.params", f"'{ref}' is not a reference to the match. Note: references are {REFERENCES}")
     for p in params:
         if p not in allowed:
             fail(
@@ -199,6 +221,57 @@ def validate(data: Any, where) -> Rule:
         example=example,
         references=list(data.get("references") or []),
     )
+
+
+REFERENCES = "$node, $input[i], $output[i], $inputs, $graph_inputs, $<attribute>, $ask:<what>"
+REFERENCE = re.compile(r"\$(node|inputs|graph_inputs|input\[\d+\]|output\[\d+\]|ask:\w+|[A-Za-z_]\w*)")
+BOOL_CONDITIONS = {
+    "constant",
+    "foldable",
+    "initializer",
+    "weights",
+    "graph_input",
+    "rank_known",
+    "dynamic",
+    "missing",
+    "int64_out_of_int32",
+}
+
+
+def _names(value) -> bool:
+    """An op type or a non-empty list of them."""
+    if isinstance(value, str):
+        return bool(value)
+    return isinstance(value, list) and bool(value) and all(isinstance(v, str) and v for v in value)
+
+
+def _input_condition_problem(key: str, want) -> str | None:
+    if key in BOOL_CONDITIONS and not isinstance(want, bool):
+        return "must be true or false"
+    if key == "dtype" and not isinstance(want, str):
+        return "must be a type name such as FLOAT or INT64"
+    if key == "rank" and not (
+        (isinstance(want, int) and not isinstance(want, bool))
+        or (isinstance(want, list) and want and all(isinstance(r, int) for r in want))
+    ):
+        return "must be a rank or a list of ranks"
+    if key == "readers" and not _names(want):
+        return "must be a list of op types"
+    if key == "produced_by" and not (isinstance(want, list) and want and all(_names(w) for w in want)):
+        return "must be a chain: [Concat, [Constant, Cast]] (the producer, then ops feeding it)"
+    return None
+
+
+def _references(value):
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _references(k)
+            yield from _references(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _references(v)
+    elif isinstance(value, str) and value.startswith("$"):
+        yield value
 
 
 def _onnx_text_problem(text) -> str | None:
