@@ -43,15 +43,15 @@ def main() -> None:
         get_backend(b).check(blocks(3))
         print(f"  {b:22s} {time.perf_counter() - t:6.2f} s", flush=True)
 
-    models = [(f"blocks x{size}", blocks(size, custom_every=25)) for size in args.sizes]
+    models = [(f"blocks x{size}", blocks(size, custom_every=25), None) for size in args.sizes]
     if args.models_dir:
         import onnx
 
         for path in sorted(Path(args.models_dir).glob("*.onnx")):
-            models.append((path.stem, onnx.load(str(path), load_external_data=False)))
+            models.append((path.stem, onnx.load(str(path), load_external_data=False), str(path.parent)))
 
     rows = []
-    for name, model in models:
+    for name, model, base_dir in models:
         n = len(model.graph.node)
         facts = GraphFacts.of(model)
         sigs = len({signature(facts, i) for i in range(n)})
@@ -60,7 +60,7 @@ def main() -> None:
             CACHE.clear()
             t = time.perf_counter()
             try:
-                r = get_backend(b).check(model)
+                r = get_backend(b).check(model, base_dir)
                 calls, rej, note = r.backend_calls, len(r.rejected), ""
             except Exception as exc:  # a benchmark row, not a crash
                 calls, rej, note = 0, 0, f"{type(exc).__name__}: {str(exc)[:60]}"

@@ -52,7 +52,7 @@ def _expands(node, model: ModelProto) -> bool:
 
 def suspects(model: ModelProto) -> list[int]:
     """Nodes that have no kernel on the CPU provider and no function to expand into."""
-    kernels = _kernels()
+    kernels = _kernels() | {("", "Constant")}  # Constant is folded into an initializer, it has no kernel
     return [
         i
         for i, n in enumerate(model.graph.node)
@@ -99,7 +99,7 @@ class OnnxRuntimeBackend(BuildsWithSurgeryBuild):
         nodes = model.graph.node
 
         def ask(probe: ModelProto) -> tuple[bool, str]:
-            err = self._session_error(probe)
+            err = self._session_error(probe, base_dir)
             return (err is None, err or "")
 
         key = (self.id, self.version)
@@ -124,7 +124,7 @@ class OnnxRuntimeBackend(BuildsWithSurgeryBuild):
         report.backend_calls += calls
         no_kernel = set(kernelless)
         for i, (key, node) in enumerate(zip(facts.keys, nodes)):
-            status, message = judge(facts, i, verdicts[i], definite=i in no_kernel)
+            status, message = judge(facts, i, verdicts[i], definite=i in no_kernel, whole_error=error)
             report.verdicts.append(
                 Verdict(
                     key,
@@ -132,7 +132,7 @@ class OnnxRuntimeBackend(BuildsWithSurgeryBuild):
                     node.op_type,
                     status,
                     message,
-                    {Status.REJECTED: "SESSION_CREATION", Status.UNKNOWN: "UNTYPED_INPUT"}.get(status, ""),
+                    {Status.REJECTED: "SESSION_CREATION", Status.UNKNOWN: "PROBE_CONTEXT"}.get(status, ""),
                     Evidence("probe", f"{self.label}, one-node model"),
                 )
             )

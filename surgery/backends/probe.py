@@ -98,7 +98,12 @@ def signature(facts: GraphFacts, index: int) -> tuple:
             elif const is None:
                 value = "?"  # constant but not evaluated here: the probe will see a graph input
         ins.append((info.dtype, info.rank, facts.is_constant(x), value))
-    outer = tuple(sorted({(facts.info(x).dtype, facts.info(x).rank) for x in _all_inputs(node)[len(ins) :]}))
+    direct = set(node.input)
+    outer = {
+        (facts.info(x).dtype, -1 if facts.info(x).rank is None else facts.info(x).rank)
+        for x in _all_inputs(node)
+        if x not in direct
+    }
     domain = node.domain or ""
     opset = next((o.version for o in facts.model.opset_import if (o.domain or "") == domain), None)
     if domain in ("", "ai.onnx"):
@@ -107,7 +112,7 @@ def signature(facts: GraphFacts, index: int) -> tuple:
     for f in facts.model.functions:
         if f.name == node.op_type and f.domain == domain:
             body = hashlib.sha1(f.SerializeToString(deterministic=True)).hexdigest()[:12]
-    return (node_signature(node), opset, tuple(ins), outer, len(node.output), body)
+    return (node_signature(node), opset, tuple(ins), tuple(sorted(outer)), len(node.output), body)
 
 
 def isolate(facts: GraphFacts, index: int) -> ModelProto:
@@ -284,19 +289,55 @@ def untyped_inputs(facts: GraphFacts, index: int) -> list[str]:
     return out
 
 
-def judge(facts: GraphFacts, index: int, answer: Answer, definite: bool = False) -> tuple[Status, str]:
-    """A probe's answer as a status and message: a refusal of a node fed by tensors of unknown type or rank is
-    UNKNOWN (the refusal may be about the guess), unless `definite` (the backend has no such op at all)."""
+SHAPE_SOURCES = frozenset({"Shape", "Size"})
+
+
+def shape_derived(facts: GraphFacts) -> set[str]:
+    """Tensors computed from tensor shapes (Shape/Size) and constants only: in the model a backend can track them
+    as shapes, but cut out alone they become ordinary inputs (cached on the facts)."""
+    cached = facts.__dict__.get("_probe_shape_derived")
+    if cached is not None:
+        return cached
+    derived: set[str] = set()
+    for i in facts.order:
+        node = facts.model.graph.node[i]
+        ins = [x for x in _all_inputs(node)]
+        if (node.op_type in SHAPE_SOURCES and not node.domain) or (
+            ins and any(x in derived for x in ins) and all(x in derived or facts.is_constant(x) for x in ins)
+        ):
+            derived.update(o for o in node.output if o)
+    facts.__dict__["_probe_shape_derived"] = derived
+    return derived
+
+
+def judge(
+    facts: GraphFacts, index: int, answer: Answer, definite: bool = False, whole_error: str | None = None
+) -> tuple[Status, str]:
+    """A probe's answer as a status and message. A refusal is UNKNOWN when the node was asked about with a guess:
+    an input of unknown type or rank (shape inference stopped upstream), or an input computed from shapes that
+    alone became an ordinary tensor. It stays REJECTED when `definite` (the backend has no such op at all) or
+    when it repeats the whole model's error word for word."""
     ok, message = answer
     if ok:
         return Status.SUPPORTED, message
+    if definite or (whole_error and message and message.splitlines()[0] in whole_error):
+        return Status.REJECTED, message
     untyped = untyped_inputs(facts, index)
-    if untyped and not definite:
+    if untyped:
         names = ", ".join(f"'{x}'" for x in untyped[:3]) + (" ..." if len(untyped) > 3 else "")
         return (
             Status.UNKNOWN,
             f"input {names} has no known type or rank (shape inference stopped upstream), so the node was "
             f"checked alone with a guess; the backend said: {message}",
+        )
+    derived = shape_derived(facts)
+    shapes = [x for x in dict.fromkeys(facts.model.graph.node[index].input) if x in derived]
+    if shapes:
+        names = ", ".join(f"'{x}'" for x in shapes[:3])
+        return (
+            Status.UNKNOWN,
+            f"input {names} is computed from tensor shapes; checked alone it became an ordinary input, which "
+            f"the backend may refuse where the model is fine; the backend said: {message}",
         )
     return Status.REJECTED, message
 

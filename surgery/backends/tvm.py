@@ -44,39 +44,46 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0][:300]}"
 
 
-def _import(data: bytes) -> str | None:
+def _import(data: bytes, base_dir: str | None = None) -> str | None:
     """In the isolated process: None when the frontend imports the model, else its first line of complaint."""
     import onnx
     from tvm.relax.frontend.onnx import from_onnx
 
     try:
-        from_onnx(onnx.load_from_string(data))
+        model = onnx.load_from_string(data)
+        if base_dir:
+            from onnx.external_data_helper import load_external_data_for_model
+
+            load_external_data_for_model(model, base_dir)
+        from_onnx(model)
         return None
     except Exception as exc:  # the frontend's refusal is the verdict
         return _first_line(exc)
 
 
-def _import_whole(data: bytes) -> tuple[str, str | None]:
+def _import_whole(data: bytes, base_dir: str | None = None) -> tuple[str, str | None]:
     import tvm
 
-    return tvm.__version__, _import(data)
+    return tvm.__version__, _import(data, base_dir)
 
 
-def _import_many(models: list[bytes]) -> list[str | None]:
-    return [_import(m) for m in models]
+def _import_many(models: list[bytes], base_dir: str | None = None) -> list[str | None]:
+    return [_import(m, base_dir) for m in models]
 
 
-def _ask_many(models: list[ModelProto]) -> list[tuple[bool, str]]:
+def _ask_many(models: list[ModelProto], base_dir: str | None = None) -> list[tuple[bool, str]]:
     """Probe a batch in one isolated call; if the batch crashes, ask one by one so only the culprit carries the
     crash."""
     blobs = [m.SerializeToString() for m in models]
     try:
-        errors = call_isolated("surgery.backends.tvm:_import_many", blobs, timeout=TIMEOUT_S)
+        errors = call_isolated("surgery.backends.tvm:_import_many", blobs, base_dir, timeout=TIMEOUT_S)
     except BackendCrash:
         errors = []
         for blob in blobs:
             try:
-                errors.append(call_isolated("surgery.backends.tvm:_import", blob, timeout=TIMEOUT_S / 4))
+                errors.append(
+                    call_isolated("surgery.backends.tvm:_import", blob, base_dir, timeout=TIMEOUT_S / 4)
+                )
             except BackendCrash as exc:
                 errors.append(str(exc))
     return [(e is None, e or "") for e in errors]
@@ -105,7 +112,7 @@ class TVMBackend(BuildsWithSurgeryBuild):
     def check(self, model: ModelProto, base_dir: str | None = None) -> Report:
         t0 = time.perf_counter()
         version, error = call_isolated(
-            "surgery.backends.tvm:_import_whole", model.SerializeToString(), timeout=TIMEOUT_S
+            "surgery.backends.tvm:_import_whole", model.SerializeToString(), base_dir, timeout=TIMEOUT_S
         )
         report = Report(self.id, self.label, self.version, backend_calls=1)
         nodes = model.graph.node
@@ -113,7 +120,9 @@ class TVMBackend(BuildsWithSurgeryBuild):
         alien = {i for i, n in enumerate(nodes) if foreign(n)}
         probed: dict[int, tuple[bool, str]] = {}
         if error is not None:
-            probed, calls = probe_nodes(facts, None, (self.id, self.version), ask_many=_ask_many)
+            probed, calls = probe_nodes(
+                facts, None, (self.id, self.version), ask_many=lambda ms: _ask_many(ms, base_dir)
+            )
             report.backend_calls += calls  # one isolated call for the batch; each probe is one import
         whole = Evidence("whole model", f"TVM {version} Relax ONNX frontend")
         probe = Evidence("probe", f"TVM {version}, one-node model")
@@ -131,8 +140,10 @@ class TVMBackend(BuildsWithSurgeryBuild):
                 )
             elif i in probed:
                 missing = "OpNotImplemented" in probed[i][1]
-                status, message = judge(facts, i, probed[i], definite=missing or i in alien)
-                code = {Status.SUPPORTED: "", Status.UNKNOWN: "UNTYPED_INPUT"}.get(status, "FRONTEND")
+                status, message = judge(
+                    facts, i, probed[i], definite=missing or i in alien, whole_error=error
+                )
+                code = {Status.SUPPORTED: "", Status.UNKNOWN: "PROBE_CONTEXT"}.get(status, "FRONTEND")
                 v = Verdict(
                     key, i, node.op_type, status, message, "OP_NOT_IMPLEMENTED" if missing else code, probe
                 )
