@@ -14,7 +14,12 @@ from surgery.samples import DEFAULT_SAMPLE, lessons, sample_path
 from surgery.workspace import Workspace
 
 DEFAULT_TARGETS = ["tensorrt-static@10.15", "onnxruntime"]
-USER_RULES = Path(os.environ.get("ONNX_SURGERY_USER_RULES", Path.home() / ".onnx-surgery" / "rules"))
+
+
+def user_rules_dir() -> Path:
+    """Where "save as rule" writes and where the user's rules are read: $ONNX_SURGERY_USER_RULES or
+    ~/.onnx-surgery/rules."""
+    return Path(os.environ.get("ONNX_SURGERY_USER_RULES") or Path.home() / ".onnx-surgery" / "rules")
 
 
 def models_dir() -> Path | None:
@@ -175,20 +180,37 @@ def all_rules():
     from surgery.rulebook import RuleError, load_rules
 
     rules = list(builtin_rules())
-    if USER_RULES.is_dir() and any(USER_RULES.glob("*.y*ml")):
+    mine = user_rules_dir()
+    if mine.is_dir() and any(mine.glob("*.y*ml")):
         try:
-            rules += load_rules([USER_RULES])
+            rules += load_rules([mine])
         except RuleError as exc:
             state().error = str(exc)
     return rules
 
 
-def proposals(node_key: str | None = None):
+def proposals(node_key: str | None = None, values: dict | None = None):
+    """Rule proposals for the current model and targets (for one node when given); `values` fill the
+    rules' asked values (e.g. {"shape": [1, 3, 224, 224]})."""
     from surgery.rulebook import propose
 
     ws = workspace()
-    found = propose(ws.current, all_rules(), state().targets)
+    found = propose(ws.current, all_rules(), state().targets, values=values)
     return [p for p in found if node_key is None or p.node == node_key]
+
+
+def parse_value(text: str):
+    """A value typed for a rule's question: "1x3x224x224" or "1,3,224,224" -> [1, 3, 224, 224]; else JSON or
+    the text itself."""
+    import json
+
+    t = text.strip()
+    if t and all(part.strip().isdigit() for part in t.replace(",", "x").split("x")):
+        return [int(part) for part in t.replace(",", "x").split("x")]
+    try:
+        return json.loads(t)
+    except ValueError:
+        return t
 
 
 def preview(proposal) -> dict:
@@ -242,7 +264,7 @@ def save_rule(n: int, node_key: str):
     from surgery.rulebook.save import rule_from_step
 
     ws = workspace()
-    return rule_from_step(ws.model_at(n - 1), ws.steps[n - 1], node_key, USER_RULES)
+    return rule_from_step(ws.model_at(n - 1), ws.steps[n - 1], node_key, user_rules_dir())
 
 
 @st.cache_resource(show_spinner=False, max_entries=16)
@@ -257,8 +279,11 @@ def walkthrough(name: str) -> dict:
     ws = Workspace.open(sample_path(name))
     before = check_one(ws.current, les.backend, ws.original.base_dir)
     out = {"lesson": les, "before": before, "verdict": before.by_node().get(les.node or ""), "proposal": None}
-    found = [p for p in propose(ws.current, builtin_rules(), [les.backend]) if p.rule.id == les.rule]
+    rule = next(r for r in builtin_rules() if r.id == les.rule)
+    values = rule.example.get("values") or None  # a rule that asks (a shape) gets its example's answer
+    found = [p for p in propose(ws.current, [rule], [les.backend], values=values) if p.step is not None]
     found.sort(key=lambda p: p.node != les.node)
+    out["values"] = values
     if not found:
         out["error"] = f"rule {les.rule} proposes nothing here for {les.backend}"
         return out

@@ -5,10 +5,15 @@ import streamlit as st
 
 from surgery.samples import SAMPLES, lessons
 
+STYLE = """<style>
+[data-testid="stMainBlockContainer"] { padding-top: 2.2rem; }
+</style>"""
+
 
 def render() -> None:
     adapter.ensure_state()
     s = adapter.state()
+    st.markdown(STYLE, unsafe_allow_html=True)
     with st.sidebar:
         st.markdown("### ONNX Surgery")
         st.caption(f"Model: **{s.model_name}**")

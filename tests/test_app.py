@@ -112,3 +112,99 @@ def test_apply_undo_redo_through_the_workbench():
     at.button(key="redo").click()
     at.run()
     assert at.session_state["ws"].cursor == 1
+
+
+def test_next_rejected_selects_the_node_the_target_rejects():
+    at = run_page()
+    at.button(key="side-lesson-resize_scales_chain").click()
+    at.run()
+    at.session_state["selected"] = None
+    at.run()
+    at.button(key="next_rejected").click()
+    at.run()
+    assert at.session_state["selected"] == "/up/Resize"
+    assert any("Resize scales must be an initializer" in c.value for c in at.code)
+
+
+def test_a_big_model_opens_collapsed_and_its_groups_open(tmp_path, monkeypatch):
+    import onnx
+    from test_view import scoped_chain
+
+    path = tmp_path / "big.onnx"
+    onnx.save(scoped_chain(500), path)  # 2000 nodes in 50 stages
+    monkeypatch.setenv("ONNX_SURGERY_START_MODEL", str(path))
+    at = run_page(targets=["tensorrt-static@10.15"])
+    assert at.session_state["model_name"] == "big.onnx"
+    assert any("2000 nodes collapsed into" in c.value for c in at.caption), [c.value for c in at.caption]
+    at.session_state["scopes"] = ["/stage3"]
+    at.run()
+    assert any("40 of 2000 nodes: /stage3" in c.value for c in at.caption), [c.value for c in at.caption]
+    at.button(key="unscope").click()
+    at.run()
+    assert any("collapsed into" in c.value for c in at.caption)
+
+
+def test_a_lesson_is_walked_through_to_the_numbers():
+    at = run_page("pages/lessons.py")
+    at.button(key="walk-resize_scales_chain").click()
+    at.run()
+    assert not at.exception
+    steps = [m.value for m in at.markdown if m.value.startswith("**")]
+    assert any(s.startswith("**2. The red node** `/up/Resize`") and "rejected" in s for s in steps)
+    assert any(s.startswith("**4. It turns supported**") for s in steps)
+    assert any(s.value.startswith("verified (exact") for s in at.success)
+
+
+def test_overview_shows_reasons_and_partitions():
+    at = run_page()
+    at.button(key="side-lesson-resize_scales_chain").click()
+    at.run()
+    at.switch_page("pages/overview.py")
+    at.run()
+    assert not at.exception
+    assert any("Resize scales must be an initializer" in e.label for e in at.expander)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["nodes falling back"] == "1"
+    assert int(metrics["engines (supported regions)"]) >= 1
+
+
+def test_a_rule_that_asks_for_a_shape_gets_it_from_the_inspector():
+    at = run_page()
+    at.button(key="side-lesson-dynamic_input_unshaped").click()
+    at.run()
+    at.session_state["selected"] = "/conv/Conv"
+    at.run()
+    at.text_input(key="ask-freeze-unshaped-input").input("1x3x32x32")
+    at.run()
+    at.button(key="apply-freeze-unshaped-input").click()
+    at.run()
+    assert not at.exception
+    ws = at.session_state["ws"]
+    assert [s.rule for s in ws.recipe] == ["freeze-unshaped-input"]
+    dims = [d.dim_value for d in ws.current.graph.input[0].type.tensor_type.shape.dim]
+    assert dims == [1, 3, 32, 32]
+
+
+def test_save_as_rule_writes_to_the_user_folder_and_the_rules_page_lists_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("ONNX_SURGERY_USER_RULES", str(tmp_path / "mine"))
+    at = run_page(targets=["tensorrt-static@10.15"])
+    at.button(key="side-lesson-ml_scaler").click()
+    at.run()
+    at.button(key="apply-ml-scaler-decompose").click()
+    at.run()
+    at.button(key="save_rule-1").click()
+    at.run()
+    assert not at.exception
+    saved = list((tmp_path / "mine").glob("*.y*ml"))
+    assert len(saved) == 1
+    at.switch_page("pages/rules.py")
+    at.run()
+    assert any(e.label.startswith("⭐ ") for e in at.expander)
+
+
+def test_backends_page_says_which_backends_run_here():
+    at = run_page("pages/backends.py")
+    table = at.dataframe[0].value
+    row = table[table["target"] == "onnxruntime"].iloc[0]
+    assert row["available"] == "yes"
+    assert (table["details"].str.len() > 0).all()

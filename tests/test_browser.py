@@ -15,6 +15,8 @@ import numpy as np
 import onnx
 import pytest
 
+from surgery.cli.app_cmd import STREAMLIT_LOOK
+
 CHROMIUM = "/usr/bin/chromium"
 ROOT = Path(__file__).resolve().parent.parent
 # the README screenshot is refreshed only on request: ONNX_SURGERY_SCREENSHOT=docs/screenshot.png pytest ...
@@ -67,6 +69,7 @@ def server(tmp_path_factory):
             "false",
             "--server.fileWatcherType",
             "none",
+            *STREAMLIT_LOOK,
         ],
         env=env,
         stdout=subprocess.DEVNULL,

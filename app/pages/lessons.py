@@ -1,4 +1,5 @@
-"""Lessons: each sample's failure walked through — open it, see the red node in the backend's words, fix it."""
+"""Lessons: each sample's failure walked through — open the broken model, the red node in the backend's words,
+apply the fix, see it turn supported, read the numbers."""
 
 import sys
 from pathlib import Path
@@ -14,13 +15,73 @@ from surgery.samples import lessons  # noqa: E402
 
 sidebar.render()
 
-adapter.ensure_state()
 s = adapter.state()
 st.title("Lessons")
 st.caption(
-    "One small model per failure class. Open one: the failing node is selected in the Workbench, with "
-    "the backend's words and the rule that fixes it."
+    "One small model per failure class. **Walk through** runs the lesson here, step by step; **Open in the "
+    "Workbench** opens the broken model with its failing node selected, to fix it yourself."
 )
+
+
+def walk(name: str) -> None:
+    s.walk = name
+
+
+def show_walkthrough(name: str) -> None:
+    with st.spinner("Checking, fixing, verifying…"):
+        w = adapter.walkthrough(name)
+    before, verdict = w["before"], w["verdict"]
+    st.markdown(f"**1. Open the broken model** `{name}.onnx` and check it with **{before.label}**.")
+    if verdict is not None:
+        st.markdown(
+            f"**2. The red node** `{verdict.node}` ({verdict.op_type}) is **{verdict.status.value}**:"
+        )
+        st.code(verdict.message, language=None, wrap_lines=True)
+        st.caption(f"evidence: {verdict.evidence.source} — {verdict.evidence.detail}")
+    else:
+        st.markdown(f"**2. The backend's words** ({len(before.rejected)} node(s) rejected):")
+        for m in before.messages or [v.message for v in before.rejected[:1]]:
+            st.code(m, language=None, wrap_lines=True)
+    p = w["proposal"]
+    if p is None:
+        st.warning(w.get("error", "no proposal"))
+        return
+    asked = w.get("values")
+    given = (
+        f" — with {', '.join(f'{k} = {v}' for k, v in asked.items())} (the rule asks for it)" if asked else ""
+    )
+    st.markdown(f"**3. Apply the fix** `{p.rule.id}` (safety: **{p.safety}**): {p.description}{given}")
+    if "applied" not in w:
+        st.info(f"The fix refuses, in its own words: {w.get('error')}", icon=":material/front_hand:")
+        return
+    after = w["after"]
+    if after is not None:
+        now = after.by_node().get(p.node)
+        if now is not None:
+            st.markdown(
+                f"**4. It turns {now.status.value}**: `{p.node}` — {len(before.rejected)} → "
+                f"{len(after.rejected)} rejected node(s) in {after.label}."
+            )
+        else:
+            st.markdown(
+                f"**4. The node is replaced**: {len(before.rejected)} → {len(after.rejected)} rejected "
+                f"node(s) in {after.label}."
+            )
+        (st.success if not after.rejected else st.warning)(
+            f"{after.label} "
+            + ("accepts the fixed model." if not after.rejected else "still rejects some nodes."),
+            icon=":material/check_circle:" if not after.rejected else ":material/block:",
+        )
+    v = w["applied"].verification
+    if v is not None:
+        st.markdown(
+            "**5. The numbers** (the fixed model against the broken one, same seeded inputs, onnxruntime):"
+        )
+        (st.success if v.ok else st.info if v.status == "skipped" else st.error)(
+            v.summary(), icon=":material/science:"
+        )
+
+
 for lesson in lessons():
     with st.container(border=True):
         st.markdown(f"#### {lesson.title}")
@@ -28,7 +89,15 @@ for lesson in lessons():
         st.code(lesson.message, language=None, wrap_lines=True)
         st.markdown(f"**Why.** {lesson.why}")
         st.markdown(f"**Fix.** {lesson.fix}" + (f" Rule: `{lesson.rule}`." if lesson.rule else ""))
-        if st.button(
-            "Open this lesson", key=f"lesson-{lesson.name}", on_click=adapter.open_lesson, args=(lesson.name,)
-        ):
-            st.switch_page("pages/workbench.py")
+        if lesson.rule:
+            b = st.columns([1, 1, 3])
+            b[0].button("Walk through", key=f"walk-{lesson.name}", on_click=walk, args=(lesson.name,))
+            if b[1].button(
+                "Open in the Workbench",
+                key=f"lesson-{lesson.name}",
+                on_click=adapter.open_lesson,
+                args=(lesson.name,),
+            ):
+                st.switch_page("pages/workbench.py")
+            if s.get("walk") == lesson.name:
+                show_walkthrough(lesson.name)

@@ -48,7 +48,7 @@ for r in reports:
     groups = defaultdict(list)
     for v in r.rejected:
         groups[(v.code, v.message)].append(v)
-    if not groups and r.verdicts:
+    if not groups and r.verdicts and all(v.status.value == "supported" for v in r.verdicts):
         st.success("Every node is supported.")
     for (code, message), vs in groups.items():
         with st.expander(f"{len(vs)} × {code or 'REJECTED'}: {message[:120]}"):
@@ -57,5 +57,30 @@ for r in reports:
                 if st.button(f"{v.op_type} {v.node}", key=f"ov-{r.backend}-{v.node}"):
                     adapter.state().selected = v.node
                     st.switch_page("pages/workbench.py")
-    if r.verdicts and r.rejected:
-        st.caption("Partitions: " + partition(ws.current, r).summary())
+    if r.verdicts and (r.rejected or any(v.status.value == "unknown" for v in r.verdicts)):
+        part = partition(ws.current, r, adapter.facts())
+        m = st.columns(4)
+        m[0].metric("engines (supported regions)", part.engines)
+        m[1].metric("nodes falling back", part.fallback_nodes)
+        m[2].metric("tensors crossing", len(part.crossings))
+        nb = part.crossing_bytes
+        m[3].metric("bytes crossing", "dynamic" if nb is None else f"{nb:,}")
+        st.caption(part.summary())
+        st.dataframe(
+            pd.DataFrame(
+                [
+                    {
+                        "region": k,
+                        "runs on": r.label if reg.supported else "fallback",
+                        "nodes": len(reg.nodes),
+                        "first": reg.nodes[0] if reg.nodes else "",
+                        "last": reg.nodes[-1] if reg.nodes else "",
+                        "reads": ", ".join(reg.inputs[:4]) + (" …" if len(reg.inputs) > 4 else ""),
+                        "hands on": ", ".join(reg.outputs[:4]) + (" …" if len(reg.outputs) > 4 else ""),
+                    }
+                    for k, reg in enumerate(part.regions)
+                ]
+            ),
+            hide_index=True,
+            key=f"regions-{r.backend}",
+        )

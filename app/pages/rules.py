@@ -18,9 +18,11 @@ adapter.ensure_state()
 s = adapter.state()
 st.title("Rules")
 rules = adapter.all_rules()
-st.caption(f"{len(rules)} rules: built-in (rules/) and yours ({adapter.USER_RULES}).")
+mine_dir = adapter.user_rules_dir()
+mine_count = sum(str(mine_dir) in r.path for r in rules)
+st.caption(f"{len(rules)} rules: built-in (rules/) and {mine_count} of yours ({mine_dir}), marked ⭐.")
 for rule in rules:
-    mine = str(adapter.USER_RULES) in rule.path
+    mine = str(mine_dir) in rule.path
     with st.expander(f"{'⭐ ' if mine else ''}{rule.id} — {rule.title} [{rule.safety}]"):
         st.markdown(f"**What it does.** {rule.what}")
         st.markdown(f"**Why.** {rule.why}")

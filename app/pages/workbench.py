@@ -66,12 +66,12 @@ with left:
                 s.selected = pick
         else:
             st.caption(f"no node name or op contains “{query}”")
-    ctl = st.columns([1.4, 1, 3])
+    ctl = st.columns([1, 0.9, 4])
     focus = ctl[0].toggle(
-        "Focus on selection",
+        "Focus",
         key="focus",
         value=n_nodes > 400,
-        help="draw only the nodes near the selected one",
+        help="draw only the nodes within the given number of hops of the selected one",
     )
     hops = ctl[1].number_input("Hops", 1, 20, 3, key="hops", label_visibility="collapsed", disabled=not focus)
     view = adapter.view(report, s.selected if focus and s.selected in facts.index else None, int(hops))
@@ -81,7 +81,10 @@ with left:
         + (f" ({counts[name]})" if counts.get(name) else "")
         for name, _ in LEGEND
     )
-    ctl[2].markdown(f"<div style='text-align:right;padding-top:0.4em'>{legend}</div>", unsafe_allow_html=True)
+    ctl[2].markdown(
+        f"<div style='text-align:right;padding-top:0.45em;font-size:0.9em;white-space:nowrap'>{legend}</div>",
+        unsafe_allow_html=True,
+    )
     scopes = s.get("scopes") or []
     if scopes:
         nav = st.columns([1, 1, 4])
@@ -143,8 +146,17 @@ with right:
                 st.markdown(f"**{p.rule.title}**  \n`{p.rule.id}` · safety: **{p.safety}**")
                 st.caption(p.rule.why)
                 if p.step is None:
-                    st.caption(f"needs {p.needs}")
-                    continue
+                    text = st.text_input(
+                        f"The rule asks for {p.needs}",
+                        key=f"ask-{p.rule.id}",
+                        placeholder="e.g. 1x3x224x224",
+                    )
+                    if not text:
+                        continue
+                    asked = adapter.proposals(key, {p.needs: adapter.parse_value(text)})
+                    p = next((q for q in asked if q.rule.id == p.rule.id and q.step is not None), p)
+                    if p.step is None:
+                        continue
                 st.caption(f"step: {p.step.describe()}")
                 if st.toggle("Preview", key=f"preview-{p.rule.id}"):
                     diff = adapter.preview(p)

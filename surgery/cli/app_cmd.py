@@ -10,6 +10,10 @@ from pathlib import Path
 APP = Path(__file__).resolve().parent.parent.parent / "app" / "main.py"
 
 
+# the look: verdict colours carry meaning, so the widgets' accent is blue, not Streamlit's red; no Deploy button
+STREAMLIT_LOOK = ["--theme.primaryColor", "#1f5fbf", "--client.toolbarMode", "minimal"]
+
+
 def add_parser(sub):
     p = sub.add_parser("app", help="start the workbench in the browser")
     p.add_argument("model", nargs="?", help="model to open (default: the healthy sample)")
@@ -45,6 +49,7 @@ def build_command(args) -> tuple[list[str], dict[str, str]]:
         "false",
         "--server.headless",
         "true",
+        *STREAMLIT_LOOK,
     ]
     return cmd, env
 
