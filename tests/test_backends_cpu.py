@@ -245,3 +245,17 @@ def test_a_node_fed_by_an_untyped_tensor_is_unknown_not_rejected():
     assert verdicts["foo"].status is Status.REJECTED and verdicts["foo"].code == "OP_NOT_IMPLEMENTED"
     assert verdicts["conv"].status is Status.UNKNOWN and verdicts["conv"].code == "PROBE_CONTEXT"
     assert "input 'f' has no known type or rank" in verdicts["conv"].message
+
+
+def test_reports_are_cached_by_fingerprint_and_backend():
+    from surgery.diagnose import check_model
+
+    clear_cache()
+    model = build("deform_conv_custom")
+    first = check_model(model, ["onnxruntime", "tensorrt-static@8.2"])
+    again = check_model(build("deform_conv_custom"), ["onnxruntime", "tensorrt-static@8.2"])
+    assert [a is b for a, b in zip(first, again)] == [True, True]  # same content, same reports
+    model.graph.node[-1].name = "renamed"
+    assert check_model(model, ["onnxruntime"])[0] is not first[0]
+    with pytest.raises(UnknownBackend):
+        check_model(model, ["onnxruntime", "nope"])

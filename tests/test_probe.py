@@ -152,3 +152,28 @@ def test_disk_cache_survives_a_new_process_and_stays_small(tmp_path):
         small.put(("b", "1", k), (True, ""))
     lines = small.path.read_text().splitlines()
     assert len(lines) <= 10 and VerdictCache(tmp_path / "small").get(("b", "1", 24)) == (True, "")
+
+
+def test_a_refusal_about_a_guessed_input_is_unknown_unless_it_repeats_the_whole_model_error():
+    #   x[2,3] -> Shape -> s ; (x, s) -> Reshape -> y     (s is computed from shapes: alone it is a plain input)
+    from surgery.backends.base import Status
+    from surgery.backends.probe import judge
+
+    g = helper.make_graph(
+        [
+            helper.make_node("Shape", ["x"], ["s"], name="shape"),
+            helper.make_node("Reshape", ["x", "s"], ["y"], name="reshape"),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+    )
+    facts = GraphFacts.of(helper.make_model(g, ir_version=8, opset_imports=[helper.make_opsetid("", 13)]))
+    status, message = judge(facts, 1, (False, "shape must be static"))
+    assert status is Status.UNKNOWN and "input 's' is computed from tensor shapes" in message
+    assert judge(facts, 1, (False, "shape must be static"), whole_error="shape must be static") == (
+        Status.REJECTED,
+        "shape must be static",
+    )
+    assert judge(facts, 0, (False, "no Shape here")) == (Status.REJECTED, "no Shape here")
+    assert judge(facts, 1, (True, "")) == (Status.SUPPORTED, "")
