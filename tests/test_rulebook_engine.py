@@ -149,3 +149,24 @@ safety: exact
         line.startswith("✗") and "produced by no node" in line
         for line in explain(folded.current, rule, "/up/Resize")
     )
+
+
+@pytest.mark.parametrize(
+    "condition", sorted(__import__("surgery.rulebook.schema").rulebook.schema.INPUT_CONDITIONS)
+)
+def test_every_documented_input_condition_is_evaluated_and_explained(condition):
+    values = {"dtype": "FLOAT", "rank": 4, "produced_by": ["Concat"], "readers": ["Resize"]}
+    rule = load_rule_text(
+        f"""\
+id: c
+title: t
+what: w
+why: y
+match: {{op: Resize, inputs: {{2: {{{condition}: {__import__("json").dumps(values.get(condition, True))}}}}}}}
+fix: {{primitive: fold_constants}}
+safety: exact
+""",
+        "c.yaml",
+    )
+    lines = explain(build("resize_scales_chain"), rule, "/up/Resize")
+    assert len(lines) == 2 and "input 2" in lines[1], lines  # the op, then this condition with its reason

@@ -6,14 +6,24 @@ import sys
 
 import yaml
 
-from surgery.rulebook.loader import BUILTIN_DIR, load_rules
+from surgery.rulebook.loader import BUILTIN_DIR, MAX_BYTES, MAX_DEPTH, load_rules
+from surgery.rulebook.schema import (
+    ATTR_CONDITIONS,
+    EXAMPLE_FIELDS,
+    FIX_FIELDS,
+    INPUT_CONDITIONS,
+    MATCH_FIELDS,
+    SAFETY,
+    TARGETS,
+    TOP_FIELDS,
+)
 
 DOCS = BUILTIN_DIR.parent / "docs" / "rules.md"
 
 
 def render(rules) -> str:
     out = [
-        "# Built-in rules",
+        "# Rules",
         "",
         "Generated from `rules/*.yaml` by `python -m surgery.rulebook.docs`; do not edit by hand.",
         "A rule is data: a match, a fix primitive with parameters, and a safety class. Apply them with",
@@ -25,6 +35,7 @@ def render(rules) -> str:
     for r in sorted(rules, key=lambda r: r.id):
         targets = ", ".join(f"{t} {s}" if s not in ("*", "") else t for t, s in r.targets.items()) or "any"
         out.append(f"| [`{r.id}`](#{r.id}) | {targets} | `{r.primitive}` | {r.safety} |")
+    out += _format_section()
     for r in sorted(rules, key=lambda r: r.id):
         ex = r.example
         out += [
@@ -78,6 +89,38 @@ def render(rules) -> str:
         if r.references:
             out += ["### References", ""] + [f"- {ref}" for ref in r.references] + [""]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _table(title: str, fields: dict[str, str]) -> list[str]:
+    return (
+        [f"**{title}**", "", "| field | meaning |", "|---|---|"]
+        + [f"| `{k}` | {v.replace('|', '/')} |" for k, v in fields.items()]
+        + [""]
+    )
+
+
+def _format_section() -> list[str]:
+    """The rule file format, from the schema itself (so it cannot drift from what the loader accepts)."""
+    return [
+        "",
+        "## Writing a rule",
+        "",
+        "One YAML file per rule (`rules/<id>.yaml`, or any folder given with `--rules` / `ONNX_SURGERY_RULES`).",
+        f"Files are read with a safe loader after a {MAX_BYTES // 1024} KiB size limit and a {MAX_DEPTH}-level"
+        " nesting limit; a rule file never runs code. A broken file gets one error naming the file, the line and"
+        " the field. Save a fix made in the app as a rule with `surgery.rulebook.save.rule_from_step`.",
+        "",
+        *_table("Fields", TOP_FIELDS),
+        *_table("match", MATCH_FIELDS),
+        *_table("Input conditions (match.inputs.<i>, match.any_input)", INPUT_CONDITIONS),
+        *_table("Attribute conditions (match.attrs.<name>)", ATTR_CONDITIONS),
+        *_table("fix", FIX_FIELDS),
+        *_table("example (the fixture a test builds)", EXAMPLE_FIELDS),
+        f"Safety classes: {', '.join(f'`{x}`' for x in SAFETY)}. Targets: "
+        f"{', '.join(f'`{t}`' for t in TARGETS)}, each with a version spec (`*`, `<=8.2`, `>=8.6,<10`).",
+        "",
+        "## Built-in rules",
+    ]
 
 
 def main() -> int:

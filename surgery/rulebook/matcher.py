@@ -129,9 +129,15 @@ def _input_condition(ctx: Context, node: NodeProto, index: int, cond: dict) -> l
             )
         elif key == "dynamic":
             got = info.is_dynamic
-            checks.append((got == want, f"input {index} '{name}' has shape {info.shape_str()}"))
+            checks.append(
+                (
+                    got == want,
+                    f"input {index} '{name}' has a {'dynamic' if got else 'static'} shape {info.shape_str()}",
+                )
+            )
         elif key == "produced_by":
-            checks.append(_chain_ok(ctx, name, list(want)))
+            ok, why = _chain_ok(ctx, name, list(want))
+            checks.append((ok, f"input {index} {why}"))
         elif key == "int64_out_of_int32":
             got = name in ctx.out_of_int32
             checks.append(

@@ -15,30 +15,43 @@ TOP_FIELDS = {
     "why": "which backend rejects what, in its words",
     "what": "what the rule does",
     "targets": "target -> version spec ('*', '<=8.2', '>=8.6,<10')",
-    "match": "op, domain, attrs, inputs, any_input, outputs_are_graph_outputs",
+    "match": "the pattern: op, domain, attrs, inputs, any_input, outputs_are_graph_outputs",
     "fix": "primitive and params",
     "safety": "exact | approximate | changes-semantics",
     "safety_note": "why the fix has that safety class",
     "example": "the fixture: model (a sample's name) or graph (ONNX text), node, values, near_miss, before, after",
     "references": "list of sources",
 }
-MATCH_FIELDS = {"op", "domain", "attrs", "inputs", "any_input", "outputs_are_graph_outputs"}
-INPUT_CONDITIONS = {
-    "constant",
-    "foldable",
-    "initializer",
-    "dtype",
-    "rank_known",
-    "dynamic",
-    "missing",
-    "graph_input",
-    "produced_by",
-    "int64_out_of_int32",
-    "readers",
-    "rank",
-    "weights",
+MATCH_FIELDS = {
+    "op": "op type, or a list of op types",
+    "domain": "the node's domain ('' or ai.onnx for standard ops; a rule without it matches standard ops only)",
+    "attrs": "attribute name -> conditions (eq, ne, in, missing, present)",
+    "inputs": "input index -> conditions on that input (below)",
+    "any_input": "conditions that at least one input meets",
+    "outputs_are_graph_outputs": "true: every output of the node is a graph output",
 }
-ATTR_CONDITIONS = {"eq", "ne", "in", "missing", "present"}
+INPUT_CONDITIONS = {
+    "missing": "the input is absent (an empty name or fewer inputs)",
+    "constant": "computed only from constants (initializers, Constant nodes)",
+    "foldable": "computable at build time: constants and Shape of statically shaped tensors",
+    "initializer": "is an initializer",
+    "weights": "is what TensorRT calls weights: an initializer or a Constant node's output",
+    "graph_input": "is a graph input",
+    "dtype": "its element type, e.g. FLOAT, INT64",
+    "rank": "its rank, or a list of ranks",
+    "rank_known": "its rank is known (shape inference or the model says so)",
+    "dynamic": "some dim is symbolic or unknown",
+    "produced_by": "producer chain: [Concat, [Constant, Cast]] = made by a Concat fed by a Constant and a Cast",
+    "int64_out_of_int32": "an INT64 initializer holding values outside the INT32 range",
+    "readers": "every node reading it is one of these op types",
+}
+ATTR_CONDITIONS = {
+    "eq": "equals the value",
+    "ne": "differs from the value (an absent attribute differs)",
+    "in": "is one of a list of values",
+    "missing": "true: the attribute is absent",
+    "present": "true: the attribute is set",
+}
 FIX_FIELDS = {
     "primitive": "a fix primitive id (surgery.fixes)",
     "params": "its parameters; strings may reference the match: $node, $input[i], $output[i], $inputs, "
@@ -139,7 +152,7 @@ def validate(data: Any, where) -> Rule:
     if not isinstance(attrs, dict):
         fail("match.attrs", "must map an attribute name to conditions")
     for name, cond in attrs.items():
-        if not isinstance(cond, dict) or set(cond) - ATTR_CONDITIONS:
+        if not isinstance(cond, dict) or set(cond) - set(ATTR_CONDITIONS):
             fail(f"match.attrs.{name}", f"must be a mapping of {', '.join(sorted(ATTR_CONDITIONS))}")
         for key in ("missing", "present"):
             if key in cond and not isinstance(cond[key], bool):
@@ -156,7 +169,7 @@ def validate(data: Any, where) -> Rule:
         path = "match.any_input" if idx == "any_input" else f"match.inputs.{idx}"
         if idx != "any_input" and not isinstance(idx, int):
             fail(path, "input index must be an integer")
-        if not isinstance(cond, dict) or set(cond) - INPUT_CONDITIONS:
+        if not isinstance(cond, dict) or set(cond) - set(INPUT_CONDITIONS):
             fail(path, f"must be a mapping of {', '.join(sorted(INPUT_CONDITIONS))}")
         for key, want in cond.items():
             problem = _input_condition_problem(key, want)
