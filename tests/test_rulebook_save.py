@@ -55,7 +55,7 @@ def test_rule_saved_from_a_step_generalises_the_node_and_fixes_a_second_model(tm
     assert data["match"] == {
         "op": "Resize",
         "domain": "",
-        "inputs": {2: {"foldable": True, "initializer": False}},
+        "inputs": {2: {"foldable": True, "weights": False}},
     }
     assert data["fix"] == {"primitive": "fold_constants", "params": {"tensors": ["$input[2]"]}}
     assert data["safety"] == "exact"
