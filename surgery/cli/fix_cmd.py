@@ -10,8 +10,6 @@ from pathlib import Path
 
 from surgery.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_REJECTED
 
-SAFETY_ORDER = ("exact", "approximate", "changes-semantics")
-
 
 def add_parser(sub):
     p = sub.add_parser("fix", help="apply rules to a fixpoint, verify each step, check again")
@@ -103,9 +101,8 @@ def run(args) -> int:
     from surgery.backends import UnknownBackend
     from surgery.diagnose import check_model
     from surgery.model import load_model
-    from surgery.rulebook import RuleError, applies_to, load_rules, run_rules
+    from surgery.rulebook import RuleError, applies_to, load_rules, run_rules, verify_result
     from surgery.rulebook.loader import default_dirs
-    from surgery.verify import verify
     from surgery.workspace import Workspace
 
     if not args.dry_run and not args.output:
@@ -157,14 +154,8 @@ def run(args) -> int:
     print("\n".join(_verdict_lines(after)))
     for line in _why_not(ws.current, after, {r.id: r for r in rules}, targets):
         print(line)
-    if applied:
-        worst = max((a.proposal.safety for a in applied), key=SAFETY_ORDER.index)
-        dims = max((a.proposal.rule.verify_dims or 0 for a in applied), default=0)
-        named = {}
-        if dims:
-            for vi in ws.original.proto.graph.input:
-                named |= {d.dim_param: dims for d in vi.type.tensor_type.shape.dim if d.dim_param}
-        overall = verify(ws.original.proto, ws.current, base_dir=base, safety=worst, dims=named or None)
+    overall = verify_result(ws, applied)
+    if overall is not None:
         print(f"original vs fixed: {overall.summary()}")
     if not args.dry_run:
         ws.export(args.output)

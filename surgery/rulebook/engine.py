@@ -15,7 +15,17 @@ from surgery.verify import VerifyReport
 from surgery.verify import verify as _verify
 from surgery.workspace import Step, Workspace
 
-__all__ = ["Applied", "NeedsValue", "Proposal", "applies_to", "apply", "explain", "propose", "run_rules"]
+__all__ = [
+    "Applied",
+    "NeedsValue",
+    "Proposal",
+    "applies_to",
+    "apply",
+    "explain",
+    "propose",
+    "run_rules",
+    "verify_result",
+]
 
 
 class NeedsValue(FixError):
@@ -193,6 +203,26 @@ def apply(
 
         after = check_model(workspace.current, targets, base)
     return Applied(proposal, report, before, after)
+
+
+SAFETY_ORDER = ("exact", "approximate", "changes-semantics")
+
+
+def verify_result(workspace: Workspace, applied: list[Applied]) -> VerifyReport | None:
+    """The fixed model against the original, at the least safe class among the steps (None: no steps). Symbolic
+    dims take the largest `verify_dims` the applied rules ask for."""
+    if not applied:
+        return None
+    worst = max((a.proposal.safety for a in applied), key=SAFETY_ORDER.index)
+    size = max((a.proposal.rule.verify_dims or 0 for a in applied), default=0)
+    original = workspace.original.proto
+    return _verify(
+        original,
+        workspace.current,
+        base_dir=workspace.original.base_dir,
+        safety=worst,
+        dims=_verify_dims(original, size),
+    )
 
 
 def run_rules(
