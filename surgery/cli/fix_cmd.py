@@ -46,14 +46,22 @@ def add_parser(sub):
 
 
 def _verdict_lines(reports) -> list[str]:
+    from surgery.backends.base import Status
+
     lines = []
     for r in reports:
-        state = "accepts" if not _refuses(r) else "rejects"
-        lines.append(f"  {r.backend}: {state} — {len(r.rejected)} of {len(r.verdicts)} node(s) rejected")
+        unknown = [v for v in r.verdicts if v.status is Status.UNKNOWN]
+        state = "accepts" if not _refuses(r) else ("rejects" if r.rejected else "does not accept")
+        lines.append(
+            f"  {r.backend}: {state} — {len(r.rejected)} of {len(r.verdicts)} node(s) rejected"
+            + (f", {len(unknown)} unknown" if unknown else "")
+        )
         for m in r.messages:
             lines.append(f"    model: {m}")
         for v in r.rejected:
             lines.append(f"    - {v.op_type} '{v.node}': {v.message}")
+        for v in unknown:
+            lines.append(f"    ? {v.op_type} '{v.node}': {v.message}")
     return lines
 
 
