@@ -213,21 +213,37 @@ def _keep_nodes(graph: onnx.GraphProto, keep: list[int]) -> None:
     graph.node.extend(kept)
 
 
+def _inputs(node: onnx.NodeProto) -> list[str]:
+    """The node's inputs, with what its subgraphs read from outside (the slow path only for subgraph owners)."""
+    if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
+        return _all_inputs(node)
+    return [x for x in node.input if x]
+
+
 def _remove_dead(graph: onnx.GraphProto, removable: set[int]) -> None:
-    """Drop removable nodes nobody reads any more, then initializers nobody reads."""
-    outputs = {o.name for o in graph.output}
-    alive = list(range(len(graph.node)))
-    changed = True
-    while changed:
-        changed = False
-        read = set(outputs)
-        for i in alive:
-            read.update(_all_inputs(graph.node[i]))
-        keep = [i for i in alive if i not in removable or any(o in read for o in graph.node[i].output)]
-        if len(keep) != len(alive):
-            alive, changed = keep, True
-    _keep_nodes(graph, alive)
-    read = set(outputs) | {x for n in graph.node for x in _all_inputs(n)}
+    """Drop removable nodes nobody reads any more (transitively, in one backward sweep), then initializers
+    nobody reads."""
+    nodes = graph.node
+    producer = {o: i for i, n in enumerate(nodes) for o in n.output if o}
+    alive = [i not in removable for i in range(len(nodes))]
+    stack = [o.name for o in graph.output]
+    for i, n in enumerate(nodes):
+        if alive[i]:
+            stack.extend(_inputs(n))
+    seen: set[str] = set()
+    while stack:
+        t = stack.pop()
+        if t in seen:
+            continue
+        seen.add(t)
+        i = producer.get(t)
+        if i is not None and not alive[i]:
+            alive[i] = True
+            stack.extend(_inputs(nodes[i]))
+    keep = [i for i in range(len(nodes)) if alive[i]]
+    if len(keep) != len(nodes):
+        _keep_nodes(graph, keep)
+    read = {o.name for o in graph.output} | {x for n in graph.node for x in _inputs(n)}
     unused = [k for k, t in enumerate(graph.initializer) if t.name not in read]
     for k in reversed(unused):
         del graph.initializer[k]
@@ -273,10 +289,45 @@ def _toposort_in_place(graph: onnx.GraphProto) -> None:
         _keep_nodes(graph, order)
 
 
+def _facts(model: ModelProto) -> GraphFacts:
+    """Graph facts for folding. Shape inference runs only when a Shape or Size may fold, with data propagation
+    (a Reshape target built by Concat from a dynamic batch and constants still gives static dims), on a light
+    copy: large weights keep their dims and type but not their bytes, so the model is not serialised whole."""
+    if not any(n.op_type in ("Shape", "Size") and not n.domain for n in model.graph.node):
+        return GraphFacts.of(model, infer=False)
+    light = ModelProto()
+    for field in ("ir_version", "opset_import", "functions"):
+        if field == "ir_version":
+            light.ir_version = model.ir_version
+        else:
+            getattr(light, field).extend(getattr(model, field))
+    g = light.graph
+    g.name = model.graph.name
+    for field in ("node", "input", "output", "value_info"):
+        getattr(g, field).extend(getattr(model.graph, field))
+    for t in model.graph.initializer:
+        numel = int(np.prod(t.dims)) if t.dims else 1
+        if numel <= _INFER_KEEP_ELEMENTS and t.data_location != TensorProto.EXTERNAL:
+            g.initializer.append(t)
+        else:
+            stub = g.initializer.add()  # name, type and dims only
+            stub.name, stub.data_type = t.name, t.data_type
+            stub.dims.extend(t.dims)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(
+            light, check_type=False, strict_mode=False, data_prop=True
+        )
+    except Exception:
+        return GraphFacts.of(model)
+    return GraphFacts.of(inferred, infer=False)
+
+
+_INFER_KEEP_ELEMENTS = 4096  # initializers up to this size keep their values for inference (shape arithmetic)
+
+
 def _fold_once(model: ModelProto, tensors, size_threshold, inline_if, base_dir) -> bool:
     graph = model.graph
-    # shape inference (which serialises the whole model) only pays off when a Shape or Size may fold
-    facts = GraphFacts.of(model, infer=any(n.op_type in ("Shape", "Size") for n in graph.node))
+    facts = _facts(model)
     const, known = _foldable(model, facts)
     outputs = {o.name for o in graph.output}
     if tensors is not None:
