@@ -117,5 +117,8 @@ def test_folders_later_ones_override_by_id_and_the_environment_picks_the_default
     assert set(merged) == set(builtin) and merged["fold-topk-k"].title == "Mine"
     monkeypatch.setenv("ONNX_SURGERY_RULES", str(mine))
     assert default_dirs() == [mine] and [r.id for r in load_rules()] == ["fold-topk-k"]
+    (mine / "y.yaml").write_text(GOOD.replace("my-rule", "fold-topk-k"))
+    with pytest.raises(RuleError, match=r"y.yaml:1: field 'id': 'fold-topk-k' is also the id of .*x.yaml"):
+        load_rules([mine])
     with pytest.raises(RuleError, match="no such rules folder"):
         load_rules([tmp_path / "absent"])

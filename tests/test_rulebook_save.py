@@ -88,3 +88,7 @@ def test_saving_never_overwrites_a_rule(tmp_path):
     rule_from_step(first, step, "/up/Resize", tmp_path, id="mine")
     with pytest.raises(RuleError, match="mine.yaml: a rule file with this id exists"):
         rule_from_step(first, step, "/up/Resize", tmp_path, id="mine")
+    a, _ = rule_from_step(first, step, "/up/Resize", tmp_path)  # a generated id takes the next free name
+    b, _ = rule_from_step(first, step, "/up/Resize", tmp_path)
+    assert (a.stem, b.stem) == ("fold-constants-resize", "fold-constants-resize-2")
+    assert [r.id for r in load_rules([tmp_path])] == ["fold-constants-resize-2", "fold-constants-resize", "mine"]

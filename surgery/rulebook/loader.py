@@ -91,7 +91,14 @@ def load_rules(dirs=None) -> list[Rule]:
     for d in [Path(x) for x in (dirs or default_dirs())]:
         if not d.is_dir():
             raise RuleError(f"{d}: no such rules folder")
+        here: dict[str, Rule] = {}
         for path in sorted([*d.glob("*.yaml"), *d.glob("*.yml")]):
             rule = load_rule(path)
-            rules[rule.id] = rule
+            if rule.id in here:
+                raise RuleError(
+                    f"{path}:1: field 'id': '{rule.id}' is also the id of {here[rule.id].path}. "
+                    "Note: ids are unique within a folder (a later folder may replace a rule on purpose)"
+                )
+            here[rule.id] = rule
+        rules.update(here)
     return list(rules.values())

@@ -82,6 +82,12 @@ def rule_from_step(
     if not data["targets"]:
         del data["targets"]
     path = Path(rules_dir) / f"{rule_id}.yaml"
+    if id is None:  # a generated id: take the first free one
+        k = 2
+        while path.exists():
+            data["id"] = f"{rule_id}-{k}"
+            path = Path(rules_dir) / f"{data['id']}.yaml"
+            k += 1
     if path.exists():
         raise RuleError(
             f"{path}: a rule file with this id exists. Note: give another id, or delete the file first"

@@ -124,6 +124,11 @@ def validate(data: Any, where) -> Rule:
             fail(key, "must be a non-empty string (YAML reads on/off/yes/no as true/false: quote it)")
         if not isinstance(data[key], str) or not data[key].strip():
             fail(key, "must be a non-empty string")
+    if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", data["id"]):
+        fail(
+            "id",
+            f"'{data['id']}' is not kebab-case (lowercase letters, digits and '-'), e.g. fold-resize-scales",
+        )
     if data["safety"] not in SAFETY:
         fail("safety", f"'{data['safety']}' is not one of {', '.join(SAFETY)}")
     targets = data.get("targets") or {}
