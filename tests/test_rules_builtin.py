@@ -4,6 +4,7 @@ onnx.checker (full_check); the target's verdict turns from rejected to supported
 rule's version, and TensorRT-RTX live where the rule applies to `tensorrt` and the parser rejects the fixture."""
 
 import importlib.util
+from pathlib import Path
 
 import onnx
 import pytest
@@ -78,6 +79,7 @@ def test_rule_is_documented_and_has_a_fixture_and_a_near_miss(rule_id):
     ):
         assert text and text.strip()
     assert rule.references, "cite where the backend's words come from"
+    assert "TODO" not in Path(rule.path).read_text(), "the scaffold's TODOs are still there"
     fx = fixture(rule)
     assert fx.node in {n.name for n in fx.model.graph.node}
     assert fx.near_miss is not None, "a rule needs a near-miss it stays quiet on"

@@ -266,6 +266,9 @@ def run_rules(
             except FixError as exc:
                 refuse(f"{proposal.rule.id} on '{proposal.node}': {exc}")
                 continue
+            except Exception as exc:  # a primitive's bug must not lose the steps already made
+                refuse(f"{proposal.rule.id} on '{proposal.node}': the fix failed: {type(exc).__name__}: {exc}")
+                continue
             now = workspace.fingerprint()
             if now in seen:  # no change, or back to an earlier model: a loop
                 workspace.undo()

@@ -203,6 +203,9 @@ def validate(data: Any, where) -> Rule:
     for ref in _references(params):
         if not REFERENCE.fullmatch(ref):
             fail("fix.params", f"'{ref}' is not a reference to the match. Note: references are {REFERENCES}")
+    missing = [p for p in required_params(prims[fix["primitive"]]) if p not in params]
+    if missing:
+        fail("fix.params", f"'{fix['primitive']}' needs {', '.join(missing)}")
     for p in params:
         if p not in allowed:
             fail(
@@ -254,6 +257,18 @@ BOOL_CONDITIONS = {
     "missing",
     "int64_out_of_int32",
 }
+
+
+def required_params(fix) -> list[str]:
+    """The parameters a fix primitive cannot do without (no default in its signature)."""
+    import inspect
+
+    sig = list(inspect.signature(fix.fn).parameters.values())[1:]  # the first is the model
+    return [
+        p.name
+        for p in sig
+        if p.default is inspect.Parameter.empty and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+    ]
 
 
 def _names(value) -> bool:
