@@ -160,6 +160,11 @@ def _verify_dims(model: ModelProto, size: int | None) -> dict[str, int] | None:
     return dims
 
 
+def _drop_last(workspace: Workspace) -> None:
+    workspace.undo()
+    workspace.discard_undone()
+
+
 def apply(
     workspace: Workspace,
     proposal: Proposal,
@@ -184,16 +189,19 @@ def apply(
     workspace.apply(proposal.step)
     report = None
     if verify:
-        report = _verify(
-            before_model,
-            workspace.current,
-            base_dir=base,
-            safety=proposal.safety,
-            dims=_verify_dims(before_model, proposal.rule.verify_dims),
-        )
+        try:
+            report = _verify(
+                before_model,
+                workspace.current,
+                base_dir=base,
+                safety=proposal.safety,
+                dims=_verify_dims(before_model, proposal.rule.verify_dims),
+            )
+        except BaseException:
+            _drop_last(workspace)  # an unverified step does not stay behind a crash
+            raise
         if report.status == "failed" and proposal.safety == "exact":
-            workspace.undo()
-            workspace.discard_undone()
+            _drop_last(workspace)
             raise FixError(
                 f"{proposal.rule.id}: an exact fix changed the results, undone: {report.summary()}"
             )
@@ -267,12 +275,13 @@ def run_rules(
                 refuse(f"{proposal.rule.id} on '{proposal.node}': {exc}")
                 continue
             except Exception as exc:  # a primitive's bug must not lose the steps already made
-                refuse(f"{proposal.rule.id} on '{proposal.node}': the fix failed: {type(exc).__name__}: {exc}")
+                refuse(
+                    f"{proposal.rule.id} on '{proposal.node}': the fix failed: {type(exc).__name__}: {exc}"
+                )
                 continue
             now = workspace.fingerprint()
             if now in seen:  # no change, or back to an earlier model: a loop
-                workspace.undo()
-                workspace.discard_undone()
+                _drop_last(workspace)
                 if now != state:
                     refuse(
                         f"{proposal.rule.id} on '{proposal.node}': would bring back an earlier model (loop)"
