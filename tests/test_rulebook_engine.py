@@ -120,6 +120,10 @@ def test_tracer_explains_a_near_miss_condition_by_condition():
     ]
     assert explain(ws.current, rule, "/relu/Relu")[0] == "✗ op is Relu, not Resize"
     assert explain(ws.current, rule, "nope")[0].startswith("✗ no node 'nope'")
+    slice_rule = RULES["int64-slice-bounds"]
+    assert explain(ws.current, slice_rule, "/up/Resize", targets=["tensorrt-static@10.15"])[0] == (
+        "✗ the rule is for tensorrt-static <9; asked: tensorrt-static@10.15"
+    )
 
 
 def test_produced_by_and_rank_conditions():

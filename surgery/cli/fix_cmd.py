@@ -139,6 +139,11 @@ def run(args) -> int:
     active = [r for r in rules if applies_to(r, targets)]
     print(f"model: {args.model} ({len(ws.current.graph.node)} nodes)")
     print(f"rules: {len(rules)} from {folders}; {len(active)} apply to {', '.join(targets)}")
+    if not active and rules:
+        named = sorted({t for r in rules for t in r.targets})
+        print(
+            f"  Note: no rule is for {', '.join(targets)}; the rules are for {', '.join(named)} (give --target)"
+        )
     print("before:")
     print("\n".join(_verdict_lines(before)))
     values = {"shape": next(iter(shapes.values()))} if len(shapes) == 1 else {}
