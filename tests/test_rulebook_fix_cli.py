@@ -82,3 +82,14 @@ k_from_a_dynamic_dim (float[n,8] x) => (float[n,m] v, int64[n,m] i) <int64[1] ze
     assert main(["fix", str(path), "-t", "tensorrt-static@8.6", "--dry-run"]) == 1
     out = capsys.readouterr().out
     assert "suggested rule fold-topk-k does not match 'topk': input 1 'k' is not foldable" in out
+
+
+def test_only_rejected_leaves_nodes_the_target_accepts_alone(capsys):
+    src = str(sample_path("resize_scales_chain"))
+    # TensorRT 10.15 reads computed Resize scales: the fold is exact but not needed, so --only-rejected skips it
+    assert main(["fix", src, "-t", "tensorrt-static@10.15", "--dry-run"]) == 0
+    assert "applied fold-resize-scales" in capsys.readouterr().out
+    assert main(["fix", src, "-t", "tensorrt-static@10.15", "--dry-run", "--only-rejected"]) == 0
+    assert "(no rule applies)" in capsys.readouterr().out
+    assert main(["fix", src, "-t", "tensorrt-static@8.2", "--dry-run", "--only-rejected"]) == 0
+    assert "applied fold-resize-scales" in capsys.readouterr().out

@@ -40,6 +40,11 @@ def add_parser(sub):
         metavar="NAME:1x3x224x224",
         help="the shape for rules that ask for one (freeze-unshaped-input)",
     )
+    p.add_argument(
+        "--only-rejected",
+        action="store_true",
+        help="apply rules only to nodes a target rejects (or cannot decide); leave accepted nodes alone",
+    )
     p.add_argument("--max-steps", type=int, default=200, help="stop after this many steps (default 200)")
     p.add_argument("--max-bytes", type=int, default=None)
     return p
@@ -157,7 +162,14 @@ def run(args) -> int:
         )
         print(f"     {done.verification.summary()}")
 
-    applied, refused = run_rules(ws, active, targets, args.max_steps, values=values, log=log)
+    def not_accepted(model) -> set[str]:
+        from surgery.backends.base import Status
+
+        reports = check_model(model, targets, base)
+        return {v.node for r in reports for v in r.verdicts if v.status is not Status.SUPPORTED}
+
+    only = not_accepted if args.only_rejected else None
+    applied, refused = run_rules(ws, active, targets, args.max_steps, values=values, only=only, log=log)
     if not applied:
         print("  (no rule applies)")
     for line in refused:

@@ -241,11 +241,13 @@ def run_rules(
     *,
     values: dict[str, Any] | None = None,
     verify: bool = True,
+    only=None,
     log=None,
 ) -> tuple[list[Applied], list[str]]:
     """Apply matching rules until nothing changes: each round proposes on the current model and applies the
     first proposal that changes it (node keys can move after a change, so matching starts again). A step that
     brings back an earlier model (two rules undoing each other) is undone; at most `max_rounds` steps.
+    `only(model) -> node keys` limits the rules to those nodes (e.g. the nodes a target rejects).
     Returns what was applied and what was not (with the reason)."""
     applied: list[Applied] = []
     refused: list[str] = []
@@ -259,7 +261,10 @@ def run_rules(
     for _ in range(max_rounds):
         progress = False
         state = workspace.fingerprint()
+        eligible = only(workspace.current) if only else None
         for proposal in propose(workspace.current, rules, targets, values):
+            if eligible is not None and proposal.node not in eligible:
+                continue
             key = (state, proposal.rule.id, proposal.node)
             if key in tried:
                 continue
