@@ -91,4 +91,8 @@ def test_saving_never_overwrites_a_rule(tmp_path):
     a, _ = rule_from_step(first, step, "/up/Resize", tmp_path)  # a generated id takes the next free name
     b, _ = rule_from_step(first, step, "/up/Resize", tmp_path)
     assert (a.stem, b.stem) == ("fold-constants-resize", "fold-constants-resize-2")
-    assert [r.id for r in load_rules([tmp_path])] == ["fold-constants-resize-2", "fold-constants-resize", "mine"]
+    assert [r.id for r in load_rules([tmp_path])] == [
+        "fold-constants-resize-2",
+        "fold-constants-resize",
+        "mine",
+    ]
