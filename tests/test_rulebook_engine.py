@@ -174,3 +174,23 @@ safety: exact
     )
     lines = explain(build("resize_scales_chain"), rule, "/up/Resize")
     assert len(lines) == 2 and "input 2" in lines[1], lines  # the op, then this condition with its reason
+
+
+def test_any_input_names_the_input_that_matched_and_asks_per_input():
+    from onnx import TensorProto, helper
+
+    # W (initializer) @ x (graph input without a shape): the unshaped input is input 1, not input 0
+    w = helper.make_tensor("W", TensorProto.FLOAT, [2, 3], [1.0] * 6)
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["W", "x"], ["y"], name="mm")],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [w],
+    )
+    model = helper.make_model(g, ir_version=8, opset_imports=[helper.make_opsetid("", 13)])
+    rule = RULES["freeze-unshaped-input"]
+    (p,) = propose(model, [rule], values={"shape": {"x": [3, 4]}})
+    assert p.step.params == {"shapes": {"x": [3, 4]}}
+    (p,) = propose(model, [rule], values={"shape": {"image": [3, 4]}})
+    assert p.step is None and p.needs == "shape of x"

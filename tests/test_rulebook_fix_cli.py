@@ -93,3 +93,13 @@ def test_only_rejected_leaves_nodes_the_target_accepts_alone(capsys):
     assert "(no rule applies)" in capsys.readouterr().out
     assert main(["fix", src, "-t", "tensorrt-static@8.2", "--dry-run", "--only-rejected"]) == 0
     assert "applied fold-resize-scales" in capsys.readouterr().out
+
+
+def test_input_shape_by_name_or_for_every_input(capsys):
+    src = str(sample_path("dynamic_input_unshaped"))
+    assert main(["fix", src, "-t", "tensorrt-static@10.15", "--dry-run", "--input-shape", "1x3x32x32"]) == 0
+    assert (
+        main(["fix", src, "-t", "tensorrt-static@10.15", "--dry-run", "--input-shape", "other:1x3x32x32"])
+        == 1
+    )
+    assert "needs a value for 'shape of image'" in capsys.readouterr().out

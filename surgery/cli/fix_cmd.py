@@ -38,7 +38,7 @@ def add_parser(sub):
         action="append",
         default=[],
         metavar="NAME:1x3x224x224",
-        help="the shape for rules that ask for one (freeze-unshaped-input)",
+        help="an input's shape, for rules that ask for one (freeze-unshaped-input); repeat per input",
     )
     p.add_argument(
         "--only-rejected",
@@ -151,7 +151,8 @@ def run(args) -> int:
         )
     print("before:")
     print("\n".join(_verdict_lines(before)))
-    values = {"shape": next(iter(shapes.values()))} if len(shapes) == 1 else {}
+    # NAME:dims gives that input's shape; a bare 1x3x224x224 gives every input that needs one
+    values = {"shape": shapes.get("", shapes)} if shapes else {}
     print("steps:")
 
     def log(done):

@@ -8,7 +8,7 @@ from typing import Any
 from onnx import ModelProto
 
 from surgery.fixes import FixError
-from surgery.rulebook.matcher import Context, matches
+from surgery.rulebook.matcher import Context, matched_any_input, matches
 from surgery.rulebook.schema import Rule, version_matches
 from surgery.rulebook.tracer import explain
 from surgery.verify import VerifyReport
@@ -80,41 +80,61 @@ def applies_to(rule: Rule, targets: list[str] | None) -> bool:
     return False
 
 
-def _substitute(value: Any, node, model: ModelProto, key: str, values: dict[str, Any], rule_id: str) -> Any:
+def _substitute(
+    value: Any,
+    node,
+    model: ModelProto,
+    key: str,
+    values: dict[str, Any],
+    rule_id: str,
+    any_input: str | None = None,
+) -> Any:
     """Fill a rule's parameters from the match: $node, $input[i], $output[i], $inputs, $graph_inputs,
-    $ask:<what> (from `values`). Other '$name' strings pass through to the primitive (plugin_swap reads
-    '$old_attribute' as "copy the old node's attribute")."""
-    if isinstance(value, list):
-        return [_substitute(v, node, model, key, values, rule_id) for v in value]
-    if isinstance(value, dict):
-        return {
-            _substitute(k, node, model, key, values, rule_id): _substitute(
-                v, node, model, key, values, rule_id
-            )
-            for k, v in value.items()
-        }
-    if not isinstance(value, str) or not value.startswith("$"):
-        return value
-    if value == "$node":
-        return key
-    if value == "$inputs":
-        return [x for x in node.input if x]
-    if value == "$graph_inputs":
-        inits = {t.name for t in model.graph.initializer}
-        return [i.name for i in model.graph.input if i.name not in inits]
-    for kind, seq in (("$input[", node.input), ("$output[", node.output)):
-        if value.startswith(kind) and value.endswith("]"):
-            i = int(value[len(kind) : -1])
-            if i >= len(seq) or not seq[i]:
-                raise FixError(f"rule {rule_id}: {value} does not exist on node '{key}'")
-            return seq[i]
-    if value.startswith("$ask:"):
-        what = value[5:]
-        filled = values.get(what)
-        if filled is None:
-            raise NeedsValue(rule_id, what)
-        return filled
-    return value
+    $any_input (the input that met `match.any_input`), $ask:<what> (from `values`; a dict there is looked up
+    by the mapping key it fills, e.g. {image: [1, 3, 224, 224]} for `shapes: {$any_input: $ask:shape}`).
+    Other '$name' strings pass through to the primitive (plugin_swap reads '$old_attribute' as "copy the old
+    node's attribute")."""
+
+    def one(v: Any, for_key: Any = None) -> Any:
+        if isinstance(v, list):
+            return [one(x) for x in v]
+        if isinstance(v, dict):
+            out = {}
+            for k, x in v.items():
+                k2 = one(k)
+                out[k2] = one(x, for_key=k2)
+            return out
+        if not isinstance(v, str) or not v.startswith("$"):
+            return v
+        if v == "$node":
+            return key
+        if v == "$inputs":
+            return [x for x in node.input if x]
+        if v == "$graph_inputs":
+            inits = {t.name for t in model.graph.initializer}
+            return [i.name for i in model.graph.input if i.name not in inits]
+        if v == "$any_input":
+            if any_input is None:
+                raise FixError(f"rule {rule_id}: $any_input needs a match.any_input condition")
+            return any_input
+        for kind, seq in (("$input[", node.input), ("$output[", node.output)):
+            if v.startswith(kind) and v.endswith("]"):
+                i = int(v[len(kind) : -1])
+                if i >= len(seq) or not seq[i]:
+                    raise FixError(f"rule {rule_id}: {v} does not exist on node '{key}'")
+                return seq[i]
+        if v.startswith("$ask:"):
+            what = v[5:]
+            filled = values.get(what)
+            if isinstance(filled, dict):
+                filled = filled.get(for_key)
+                what = f"{what} of {for_key}" if for_key is not None else what
+            if filled is None:
+                raise NeedsValue(rule_id, what)
+            return filled
+        return v
+
+    return one(value)
 
 
 def propose(
@@ -136,7 +156,8 @@ def propose(
             if not matches(ctx, rule, node):
                 continue
             try:
-                params = _substitute(rule.params, node, model, key, values or {}, rule.id)
+                hit = matched_any_input(ctx, rule, node)
+                params = _substitute(rule.params, node, model, key, values or {}, rule.id, hit)
             except NeedsValue as exc:
                 step, needs = None, exc.what
             except FixError:

@@ -221,6 +221,18 @@ def explain_node(ctx: Context, rule: Rule, node: NodeProto) -> list[tuple[bool, 
     return out
 
 
+def matched_any_input(ctx: Context, rule: Rule, node: NodeProto) -> str | None:
+    """The first input that meets the rule's `any_input` conditions (None without them or when none does)."""
+    cond = rule.match.get("any_input")
+    if not cond:
+        return None
+    for i, name in enumerate(node.input):
+        checks = _input_condition(ctx, node, i, cond)
+        if name and checks and all(ok for ok, _ in checks):
+            return name
+    return None
+
+
 def matches(ctx: Context, rule: Rule, node: NodeProto) -> bool:
     return all(ok for ok, _ in explain_node(ctx, rule, node))
 

@@ -55,7 +55,8 @@ ATTR_CONDITIONS = {
 FIX_FIELDS = {
     "primitive": "a fix primitive id (surgery.fixes)",
     "params": "its parameters; strings may reference the match: $node, $input[i], $output[i], $inputs, "
-    "$graph_inputs, $<attribute>, $ask:<what>",
+    "$graph_inputs, $any_input (the input that met any_input), $<attribute> (passed on: plugin_swap copies "
+    "that attribute), $ask:<what> (a value the user gives)",
     "verify_dims": "size given to symbolic dims when the fix is verified (default 1)",
 }
 EXAMPLE_FIELDS = {
@@ -244,7 +245,7 @@ def validate(data: Any, where) -> Rule:
     )
 
 
-REFERENCES = "$node, $input[i], $output[i], $inputs, $graph_inputs, $<attribute>, $ask:<what>"
+REFERENCES = "$node, $input[i], $output[i], $inputs, $graph_inputs, $any_input, $<attribute>, $ask:<what>"
 REFERENCE = re.compile(r"\$(node|inputs|graph_inputs|input\[\d+\]|output\[\d+\]|ask:\w+|[A-Za-z_]\w*)")
 BOOL_CONDITIONS = {
     "constant",
