@@ -160,8 +160,8 @@ def explain_node(ctx: Context, rule: Rule, node: NodeProto) -> list[tuple[bool, 
     ops = m["op"] if isinstance(m["op"], list) else [m["op"]]
     out = [
         (
-            node.op_type in ops,
-            f"op is {node.op_type}" + ("" if node.op_type in ops else f", not {'/'.join(ops)}"),
+            node.op_type in ops or "*" in ops,
+            f"op is {node.op_type}" + ("" if node.op_type in ops or "*" in ops else f", not {'/'.join(ops)}"),
         )
     ]
     if "domain" in m:

@@ -23,7 +23,7 @@ TOP_FIELDS = {
     "references": "list of sources",
 }
 MATCH_FIELDS = {
-    "op": "op type, or a list of op types",
+    "op": "op type, or a list of op types; '*' for any op (with other conditions)",
     "domain": "the node's domain ('' or ai.onnx for standard ops; a rule without it matches standard ops only)",
     "attrs": "attribute name -> conditions (eq, ne, in, missing, present)",
     "inputs": "input index -> conditions on that input (below)",
