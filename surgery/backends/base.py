@@ -117,6 +117,7 @@ class BuildReport:
     latency_ms: dict[str, float] | None = None  # {"median": ..., "p90": ...}
     accuracy: dict[str, dict[str, float]] | None = None  # output -> {"max_abs": ..., "mean_rel": ...}
     note: str = ""  # e.g. "engine built ahead of time; running it needs a GPU"
+    label: str = ""  # the builder that ran, e.g. "TensorRT-RTX 1.7.1.116", "OpenVINO 2026.4.1"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

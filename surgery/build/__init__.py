@@ -5,6 +5,7 @@ Every build except onnxruntime's runs isolated in a child process with a time li
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 import time
 from pathlib import Path
@@ -22,6 +23,17 @@ BUILDERS = {
 }
 
 
+def _profile(name: str, shapes) -> tuple[tuple[int, ...], ...]:
+    try:
+        lo, opt, hi = (tuple(int(d) for d in shape) for shape in shapes)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"profile for '{name}' is {shapes!r}. Note: expected (min, opt, max) shapes, e.g. "
+            "((1, 3, 224, 224), (4, 3, 224, 224), (8, 3, 224, 224))"
+        ) from None
+    return lo, opt, hi
+
+
 def build_model(
     backend_id: str,
     model: ModelProto,
@@ -29,7 +41,10 @@ def build_model(
     progress: Progress | None = None,
     base_dir: str | None = None,
 ) -> BuildReport:
-    options = options or BuildOptions()
+    """Build `model` on `backend_id`; never raises for a backend's failure (a crash or timeout of the isolated
+    build is a failed BuildReport). `options` is not modified; the artifact goes to `options.out_dir` (a new
+    temp folder when None). `base_dir` is where the model's external data lives."""
+    options = dataclasses.replace(options or BuildOptions())
     name = backend_id.split("@")[0]
     if name not in BUILDERS:
         return BuildReport(
@@ -40,6 +55,7 @@ def build_model(
     out_dir = Path(options.out_dir or tempfile.mkdtemp(prefix=f"onnx-surgery-{name}-"))
     out_dir.mkdir(parents=True, exist_ok=True)
     options.out_dir = str(out_dir)
+    options.profiles = {name: _profile(name, shapes) for name, shapes in options.profiles.items()}
     t0 = time.perf_counter()
     if progress:
         progress(0.0, f"{name}: starting")
@@ -48,7 +64,7 @@ def build_model(
             BUILDERS[name],
             model.SerializeToString(),
             options,
-            base_dir,
+            str(base_dir) if base_dir else None,
             timeout=options.timeout_s,
             progress=progress,
         )

@@ -1,5 +1,6 @@
 """Latency and accuracy of a built engine: median and p90 over timed runs after warm-up; per-output max abs
-and mean relative error (surgery.verify's definition) against onnxruntime's fp32 run of the original model."""
+and mean relative error (surgery.verify's definition: mean(|ref - got|) / max(mean(|ref|), 1e-12)) against
+onnxruntime's fp32 run of the model as given to the builder, on seeded inputs (surgery.ort.seeded_inputs)."""
 
 from __future__ import annotations
 
@@ -11,17 +12,65 @@ from onnx import ModelProto
 
 from surgery.verify import max_abs_error, mean_relative_error
 
+SEED = 0
 
-def reference(model: ModelProto, base_dir=None, seed: int = 0) -> tuple[dict, dict]:
-    """Seeded inputs and onnxruntime's fp32 outputs for them."""
+
+def input_dims(model: ModelProto, shapes: dict[str, tuple[int, ...]] | None) -> dict[str, int]:
+    """Symbolic dim values taken from concrete input shapes (e.g. a profile's opt shapes)."""
+    dims: dict[str, int] = {}
+    for vi in model.graph.input:
+        shape = (shapes or {}).get(vi.name)
+        if shape is None:
+            continue
+        for d, value in zip(vi.type.tensor_type.shape.dim, shape):
+            if d.dim_param:
+                dims[d.dim_param] = int(value)
+    return dims
+
+
+def reference(
+    model: ModelProto, base_dir=None, shapes: dict[str, tuple[int, ...]] | None = None, seed: int = SEED
+) -> tuple[dict, dict]:
+    """Seeded inputs and onnxruntime's fp32 outputs for them. An input listed in `shapes` (a profile's opt
+    shape) gets that shape, even where the model declares none; other dynamic dims are 1."""
+    from onnx import helper
+
     from surgery.ort import run, seeded_inputs
 
-    feeds = seeded_inputs(model, seed=seed, default_dim=1)
+    shaped = model
+    if shapes:
+        shaped = ModelProto()
+        shaped.CopyFrom(model)
+        for vi in shaped.graph.input:
+            if vi.name in shapes and vi.type.HasField("tensor_type"):
+                t = vi.type.tensor_type
+                vi.type.CopyFrom(helper.make_tensor_type_proto(t.elem_type, list(shapes[vi.name])))
+    feeds = seeded_inputs(shaped, seed=seed, dims=input_dims(model, shapes), default_dim=1)
     return feeds, run(model, feeds, base_dir)
 
 
+def opt_shapes(options) -> dict[str, tuple[int, ...]]:
+    return {name: tuple(opt) for name, (_, opt, _) in options.profiles.items()}
+
+
+def measure_into(report, model: ModelProto, base_dir, options, prepare) -> None:
+    """Fill `report.accuracy` and `report.latency_ms`: `prepare(feeds)` returns a call that runs the built
+    engine once and returns its outputs by name. A measurement that fails leaves the build standing and says
+    why in `report.note`."""
+    try:
+        feeds, ref = reference(model, base_dir, opt_shapes(options))
+        run_once = prepare(feeds)
+        report.accuracy = accuracy(ref, run_once())
+        report.latency_ms = latency(run_once, options.runs, options.warmup)
+    except Exception as exc:  # the engine exists; only its numbers are missing
+        line = (str(exc).strip().splitlines() or [""])[0][:300]
+        why = f"built, but not measured: {type(exc).__name__}: {line}"
+        report.note = f"{report.note}; {why}" if report.note else why
+
+
 def latency(fn: Callable[[], object], runs: int, warmup: int) -> dict[str, float]:
-    for _ in range(warmup):
+    """Median and p90 wall time of `fn` in milliseconds over `runs` calls after `warmup` calls."""
+    for _ in range(max(warmup, 0)):
         fn()
     times = []
     for _ in range(max(runs, 1)):
@@ -32,11 +81,17 @@ def latency(fn: Callable[[], object], runs: int, warmup: int) -> dict[str, float
 
 
 def accuracy(ref: dict[str, np.ndarray], got: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
+    """Per output: max abs and mean relative error of `got` against `ref`. An output the engine did not return
+    is left out; a shape mismatch is reported as an infinite error rather than hidden."""
     out = {}
     for name, a in ref.items():
-        b = got.get(name)
-        if b is None:
+        if name not in got:
             continue
-        b = np.asarray(b).reshape(a.shape) if np.asarray(b).size == a.size else np.asarray(b)
+        b = np.asarray(got[name])
+        if b.shape != a.shape:
+            if b.size != a.size:
+                out[name] = {"max_abs": float("inf"), "mean_rel": float("inf")}
+                continue
+            b = b.reshape(a.shape)
         out[name] = {"max_abs": max_abs_error(a, b), "mean_rel": mean_relative_error(a, b)}
     return out

@@ -1,54 +1,88 @@
-"""onnxruntime build: a session with every graph optimization; the optimized model is the artifact."""
+"""onnxruntime build: a CPU session with every graph optimization (ORT_ENABLE_ALL); the optimized model it
+writes (`optimized_model_filepath`) is the artifact."""
 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from pathlib import Path
 
 from onnx import ModelProto
 
 from surgery.backends.base import BuildOptions, BuildReport
 from surgery.backends.isolate import report_progress
-from surgery.build.measure import accuracy, latency, reference
+from surgery.build.measure import measure_into
+
+
+def _optimized_summary(model: ModelProto, artifact: Path) -> str:
+    import onnx
+
+    try:
+        optimized = onnx.load(str(artifact), load_external_data=False)
+    except Exception as exc:  # the session ran; only the summary is lost
+        return f"optimized model not readable: {exc}"
+    fused = Counter(n.op_type for n in optimized.graph.node if n.domain not in ("", "ai.onnx"))
+    line = f"nodes: {len(model.graph.node)} -> {len(optimized.graph.node)} after ORT_ENABLE_ALL"
+    if fused:
+        line += "; fused: " + ", ".join(f"{op} x{k}" for op, k in fused.most_common())
+    return line
 
 
 def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
     import onnxruntime as ort
 
-    from surgery.ort import runnable_copy
+    from surgery.ort import make_session
 
     model = ModelProto()
     model.ParseFromString(data)
-    artifact = str(Path(options.out_dir) / "model.ort-optimized.onnx")
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    so.optimized_model_filepath = artifact
-    so.log_severity_level = 3
-    report_progress(0.1, "onnxruntime: creating the session")
+    label = f"onnxruntime {ort.__version__}"
+    original, note = model, ""
+    if options.precision in ("fp16", "bf16"):
+        from surgery.build.precision import lower_precision
+
+        model = lower_precision(model, options.precision)
+        note = (
+            f"the model's float32 math was converted to {options.precision} (as for strongly typed TensorRT); "
+            "onnxruntime's CPU provider runs what it has kernels for"
+        )
+    elif options.precision != "fp32":
+        return BuildReport(
+            "onnxruntime",
+            False,
+            error=f"precision {options.precision} is not offered for onnxruntime's CPU provider. "
+            "Note: available: fp32, fp16, bf16 (INT8 needs a quantized model)",
+            label=label,
+        )
+    artifact = Path(options.out_dir) / "model.ort-optimized.onnx"
+    report_progress(0.1, "onnxruntime: creating the session (ORT_ENABLE_ALL)")
     t = time.perf_counter()
     try:
-        sess = ort.InferenceSession(
-            runnable_copy(model).SerializeToString(), so, providers=["CPUExecutionProvider"]
-        )
+        sess = make_session(model, base_dir, optimize=True, optimized_model_filepath=str(artifact))
     except Exception as exc:  # the session's refusal is the build failure
         return BuildReport(
             "onnxruntime",
             False,
-            error=str(exc).strip().splitlines()[0][:500],
+            error=(str(exc).strip().splitlines() or [type(exc).__name__])[0][:600],
+            log=str(exc),
             build_seconds=time.perf_counter() - t,
+            label=label,
+            note=note,
         )
     seconds = time.perf_counter() - t
-    feeds, ref = reference(model, base_dir)
     names = [o.name for o in sess.get_outputs()]
-    report_progress(0.6, "onnxruntime: timing")
-    got = dict(zip(names, sess.run(names, feeds)))
-    lat = latency(lambda: sess.run(names, feeds), options.runs, options.warmup)
-    return BuildReport(
+    report = BuildReport(
         "onnxruntime",
         True,
-        log=f"ORT_ENABLE_ALL, {ort.__version__}, CPUExecutionProvider",
+        log="\n".join(
+            [f"{label}, providers {', '.join(sess.get_providers())}", _optimized_summary(model, artifact)]
+        ),
         build_seconds=seconds,
-        artifact=artifact,
-        latency_ms=lat,
-        accuracy=accuracy(ref, got),
+        artifact=str(artifact),
+        label=label,
+        note=note,
     )
+    report_progress(0.6, "onnxruntime: timing")
+    measure_into(
+        report, original, base_dir, options, lambda feeds: lambda: dict(zip(names, sess.run(names, feeds)))
+    )
+    return report

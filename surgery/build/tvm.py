@@ -1,4 +1,5 @@
-"""TVM build: the Relax ONNX frontend, `tvm.compile` for llvm, run in the Relax VM; the library is the artifact."""
+"""TVM build: the Relax ONNX frontend, `tvm.compile(mod, target="llvm")`, run in the Relax VM; the library
+(`export_library`, a .so) is the artifact."""
 
 from __future__ import annotations
 
@@ -10,7 +11,27 @@ from onnx import ModelProto
 
 from surgery.backends.base import BuildOptions, BuildReport
 from surgery.backends.isolate import report_progress
-from surgery.build.measure import accuracy, latency, reference
+from surgery.build.measure import measure_into
+
+
+def _with_weights(model: ModelProto, base_dir) -> ModelProto:
+    """The frontend reads weights from the proto: load external data into a copy."""
+    from onnx.external_data_helper import load_external_data_for_model
+
+    from surgery.ort import _has_external
+
+    if not base_dir or not _has_external(model):
+        return model
+    copy = ModelProto()
+    copy.CopyFrom(model)
+    load_external_data_for_model(copy, str(base_dir))
+    return copy
+
+
+def _outputs(value) -> list:
+    if hasattr(value, "numpy"):
+        return [value]
+    return [x for v in value for x in _outputs(v)]
 
 
 def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
@@ -20,48 +41,49 @@ def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
 
     model = ModelProto()
     model.ParseFromString(data)
+    label = f"TVM {tvm.__version__} (Relax, llvm)"
     if options.precision != "fp32":
         return BuildReport(
             "tvm",
             False,
             error=f"precision {options.precision} is not offered for TVM here. Note: available: fp32",
+            label=label,
         )
-    report_progress(0.1, "tvm: importing")
+    report_progress(0.1, "tvm: importing with the Relax ONNX frontend")
     t = time.perf_counter()
     try:
-        mod = from_onnx(model)
+        mod = from_onnx(_with_weights(model, base_dir))
         report_progress(0.3, "tvm: compiling for llvm")
         ex = tvm.compile(mod, target="llvm")
     except Exception as exc:  # the frontend's or compiler's refusal
         return BuildReport(
             "tvm",
             False,
-            error=f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:500]}",
+            error=f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:500]}",
+            log=str(exc)[-4000:],
             build_seconds=time.perf_counter() - t,
+            label=label,
         )
     seconds = time.perf_counter() - t
     artifact = Path(options.out_dir) / "model.tvm.so"
     ex.export_library(str(artifact))
     vm = relax.VirtualMachine(ex, tvm.cpu())
-    feeds, ref = reference(model, base_dir)
-    inits = {i.name for i in model.graph.initializer}
-    order = [i.name for i in model.graph.input if i.name not in inits]
-    args = [tvm.runtime.tensor(feeds[n]) for n in order]
-    report_progress(0.6, "tvm: timing")
-    out = vm["main"](*args)
-    outs = (
-        out
-        if isinstance(out, list | tuple) or hasattr(out, "__len__") and not hasattr(out, "numpy")
-        else [out]
-    )
-    got = {o.name: np.asarray(v.numpy()) for o, v in zip(model.graph.output, outs)}
-    lat = latency(lambda: vm["main"](*args), options.runs, options.warmup)
-    return BuildReport(
+    report = BuildReport(
         "tvm",
         True,
-        log=f"TVM {tvm.__version__}, Relax, target llvm",
+        log=f"{label}; library {artifact.name}, {artifact.stat().st_size} bytes",
         build_seconds=seconds,
         artifact=str(artifact),
-        latency_ms=lat,
-        accuracy=accuracy(ref, got),
+        label=label,
     )
+    inits = {i.name for i in model.graph.initializer}
+    order = [i.name for i in model.graph.input if i.name not in inits]
+    names = [o.name for o in model.graph.output]
+
+    def prepare(feeds):
+        args = [tvm.runtime.tensor(feeds[n]) for n in order]
+        return lambda: {n: np.asarray(v.numpy()) for n, v in zip(names, _outputs(vm["main"](*args)))}
+
+    report_progress(0.6, "tvm: timing")
+    measure_into(report, model, base_dir, options, prepare)
+    return report

@@ -1,4 +1,6 @@
-"""`onnx-surgery build MODEL --backend B`: test-build an engine; the results table, or JSON."""
+"""`onnx-surgery build MODEL --backend B [--backend B2 ...]`: test-build an engine on each backend; a results
+table (backend, ok, build time, latency median/p90, accuracy per output, artifact, note), or JSON.
+Exit 0 when every requested build succeeds, 1 when any fails, 2 on bad input."""
 
 from __future__ import annotations
 
@@ -7,16 +9,25 @@ import sys
 
 from surgery.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_REJECTED
 
+BACKENDS = ("tensorrt", "onnxruntime", "openvino", "tvm")
+EXAMPLE = "input:1x3x224x224:4x3x224x224:8x3x224x224"
+
 
 def add_parser(sub):
-    p = sub.add_parser("build", help="test-build an engine: log, time, artifact, latency and accuracy")
+    p = sub.add_parser(
+        "build",
+        help="test-build an engine: log, build time, artifact, latency and accuracy",
+        description="Test-build MODEL on each --backend. TensorRT is full TensorRT where installed with a GPU, "
+        "else TensorRT-RTX (builds ahead of time without a GPU; its engine is not run here).",
+    )
     p.add_argument("model")
     p.add_argument(
         "--backend",
         "-b",
         action="append",
         default=None,
-        help="tensorrt, onnxruntime, openvino, tvm (repeat; default: onnxruntime)",
+        metavar="BACKEND",
+        help=f"{', '.join(BACKENDS)} (repeat for several; default: onnxruntime)",
     )
     prec = p.add_mutually_exclusive_group()
     for flag in ("fp16", "bf16", "int8"):
@@ -26,19 +37,90 @@ def add_parser(sub):
         action="append",
         default=[],
         metavar="INPUT:MIN:OPT:MAX",
-        help="optimization profile for a dynamic input, shapes like 1x3x224x224",
+        help=f"optimization profile for a dynamic input, e.g. {EXAMPLE} (repeat per input)",
     )
-    p.add_argument("--workspace-mb", type=int, default=None)
-    p.add_argument("--timing-cache", default=None, help="TensorRT timing cache file (read and updated)")
-    p.add_argument("--out", default=None, help="folder for the artifacts")
-    p.add_argument("--runs", type=int, default=20)
-    p.add_argument("--timeout", type=float, default=600.0)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--workspace-mb", type=int, default=None, help="TensorRT workspace memory pool limit")
+    p.add_argument(
+        "--timing-cache", default=None, metavar="FILE", help="TensorRT timing cache (read, updated)"
+    )
+    p.add_argument(
+        "--out", default=None, metavar="DIR", help="folder for the artifacts (default: a temp folder)"
+    )
+    p.add_argument("--runs", type=int, default=20, help="timed runs (after --warmup runs)")
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds per build")
+    p.add_argument("--json", action="store_true", help="print the reports as JSON")
     return p
 
 
 def _shape(text: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in text.lower().replace(",", "x").split("x"))
+    dims = tuple(int(x) for x in text.lower().replace(",", "x").split("x"))
+    if any(d < 0 for d in dims):
+        raise ValueError(text)
+    return dims
+
+
+def parse_profiles(specs: list[str], inputs: list[str]) -> dict[str, tuple[tuple[int, ...], ...]]:
+    """'name:MIN:OPT:MAX' (shapes like 1x3x224x224) -> {name: (min, opt, max)}; ValueError says what is wrong."""
+    profiles = {}
+    for spec in specs:
+        parts = spec.rsplit(":", 3)
+        if len(parts) != 4:
+            raise ValueError(f"--profile '{spec}': expected INPUT:MIN:OPT:MAX, e.g. {EXAMPLE}")
+        name, *shapes = parts
+        try:
+            lo, opt, hi = (_shape(s) for s in shapes)
+        except ValueError:
+            raise ValueError(
+                f"--profile '{spec}': shapes are non-negative integers joined by x, e.g. {EXAMPLE}"
+            ) from None
+        if name not in inputs:
+            raise ValueError(
+                f"--profile '{spec}': the model has no input '{name}'. Note: inputs: {', '.join(inputs)}"
+            )
+        if not len(lo) == len(opt) == len(hi):
+            raise ValueError(f"--profile '{spec}': min, opt and max must have the same rank")
+        profiles[name] = (lo, opt, hi)
+    return profiles
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.3g}"
+
+
+def print_table(reports, out=None) -> None:
+    out = out or sys.stdout
+    rows = []
+    for r in reports:
+        lat = r.latency_ms or {}
+        rows.append(
+            (
+                r.backend,
+                "yes" if r.ok else "NO",
+                f"{r.build_seconds:.2f}",
+                f"{lat['median']:.3f}" if lat else "-",
+                f"{lat['p90']:.3f}" if lat else "-",
+            )
+        )
+    head = ("backend", "ok", "build s", "median ms", "p90 ms")
+    widths = [max(len(x) for x in col) for col in zip(head, *rows)]
+    print("  ".join(h.ljust(w) for h, w in zip(head, widths)), file=out)
+    for r, row in zip(reports, rows):
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths)), file=out)
+        pad = " " * 4
+        if r.label:
+            print(f"{pad}builder: {r.label}", file=out)
+        for name, acc in (r.accuracy or {}).items():
+            print(
+                f"{pad}accuracy {name}: max abs {_fmt(acc['max_abs'])}, mean rel {_fmt(acc['mean_rel'])}",
+                file=out,
+            )
+        if r.artifact:
+            print(f"{pad}artifact: {r.artifact}", file=out)
+        if r.error:
+            print(f"{pad}error: {r.error}" + (f" (node {r.node})" if r.node else ""), file=out)
+        if r.note:
+            print(f"{pad}note: {r.note}", file=out)
 
 
 def run(args) -> int:
@@ -46,20 +128,33 @@ def run(args) -> int:
     from surgery.build import build_model
     from surgery.model import load_model
 
+    backends = args.backend or ["onnxruntime"]
+    unknown = [b for b in backends if b not in BACKENDS]
+    if unknown:
+        print(
+            f"error: no builder for {', '.join(unknown)}. Note: available: {', '.join(BACKENDS)}",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
+    if args.runs < 1 or args.warmup < 0:
+        print("error: --runs must be at least 1 and --warmup at least 0", file=sys.stderr)
+        return EXIT_BAD_INPUT
     model = load_model(args.model)
-    profiles = {}
-    for spec in args.profile:
-        parts = spec.rsplit(":", 3)
-        if len(parts) != 4:
-            print(
-                f"error: --profile '{spec}': expected INPUT:MIN:OPT:MAX, e.g. input:1x3x224x224:4x3x224x224:"
-                "8x3x224x224",
-                file=sys.stderr,
-            )
-            return EXIT_BAD_INPUT
-        profiles[parts[0]] = tuple(_shape(x) for x in parts[1:])
+    inits = {t.name for t in model.proto.graph.initializer}
+    inputs = [i.name for i in model.proto.graph.input if i.name not in inits]
+    try:
+        profiles = parse_profiles(args.profile, inputs)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    show = not args.json and sys.stderr.isatty()
+
+    def progress(fraction, message):
+        if show:
+            print(f"\r  {fraction * 100:5.1f}%  {message[:70]:70s}", end="", file=sys.stderr, flush=True)
+
     reports = []
-    for backend in args.backend or ["onnxruntime"]:
+    for backend in backends:
         options = BuildOptions(
             precision=args.precision or "fp32",
             profiles=profiles,
@@ -67,36 +162,15 @@ def run(args) -> int:
             timing_cache=args.timing_cache,
             out_dir=args.out,
             runs=args.runs,
+            warmup=args.warmup,
             timeout_s=args.timeout,
         )
-
-        def progress(fraction, message):
-            if not args.json and sys.stderr.isatty():
-                print(f"\r  {fraction * 100:5.1f}%  {message[:60]:60s}", end="", file=sys.stderr, flush=True)
-
-        reports.append(build_model(backend, model.proto, options, progress, str(model.base_dir)))
-        if not args.json and sys.stderr.isatty():
-            print(file=sys.stderr)
+        base_dir = str(model.base_dir) if model.base_dir else None
+        reports.append(build_model(backend, model.proto, options, progress, base_dir))
+        if show:
+            print("\r" + " " * 80 + "\r", end="", file=sys.stderr)
     if args.json:
         print(json.dumps([r.to_dict() for r in reports], indent=2))
     else:
-        print(
-            f"{'backend':12s} {'ok':4s} {'build s':>8s} {'median ms':>10s} {'p90 ms':>8s}  accuracy (max abs / mean rel)"
-        )
-        for r in reports:
-            lat = r.latency_ms or {}
-            acc = "; ".join(
-                f"{k}: {v['max_abs']:.2g} / {v['mean_rel']:.2g}" for k, v in (r.accuracy or {}).items()
-            )
-            med = f"{lat['median']:.3f}" if lat else "-"
-            p90 = f"{lat['p90']:.3f}" if lat else "-"
-            print(
-                f"{r.backend:12s} {'yes' if r.ok else 'NO':4s} {r.build_seconds:8.2f} {med:>10s} {p90:>8s}  {acc or '-'}"
-            )
-            if r.artifact:
-                print(f"{'':12s} artifact: {r.artifact}")
-            if r.error:
-                print(f"{'':12s} error: {r.error}" + (f" (node {r.node})" if r.node else ""))
-            if r.note:
-                print(f"{'':12s} note: {r.note}")
+        print_table(reports)
     return EXIT_OK if all(r.ok for r in reports) else EXIT_REJECTED

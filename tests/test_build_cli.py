@@ -1,0 +1,64 @@
+"""`onnx-surgery build`: the results table, JSON, exit codes (0 all built, 1 any failed, 2 bad input)."""
+
+import importlib.util
+import json
+
+import pytest
+
+from surgery.cli import main
+
+HAVE_TRT = bool(importlib.util.find_spec("tensorrt") or importlib.util.find_spec("tensorrt_rtx"))
+
+
+def test_table_shows_each_backend_with_numbers_and_artifact(sample_dir, capsys, tmp_path):
+    argv = [
+        "build",
+        str(sample_dir / "healthy_cnn.onnx"),
+        "-b",
+        "onnxruntime",
+        "--runs",
+        "3",
+        "--out",
+        str(tmp_path),
+    ]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split() == ["backend", "ok", "build", "s", "median", "ms", "p90", "ms"]
+    assert out.splitlines()[1].split()[:2] == ["onnxruntime", "yes"]
+    assert "accuracy probs: max abs" in out and f"artifact: {tmp_path}/model.ort-optimized.onnx" in out
+
+
+def test_json_and_exit_1_when_a_build_fails(sample_dir, capsys):
+    assert main(["build", str(sample_dir / "deform_conv_custom.onnx"), "-b", "onnxruntime", "--json"]) == 1
+    (report,) = json.loads(capsys.readouterr().out)
+    assert report["ok"] is False and "not a registered function/op" in report["error"]
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--profile", "bad"], "expected INPUT:MIN:OPT:MAX"),
+        (["--profile", "input:1x3:1xa:1x3"], "non-negative integers"),
+        (["--profile", "nope:1:1:1"], "no input 'nope'. Note: inputs: input"),
+        (["--profile", "input:1x3x32x32:1x3x32x32:1x3x32"], "same rank"),
+        (["-b", "tensorflow"], "no builder for tensorflow. Note: available: tensorrt"),
+        (["--runs", "0"], "--runs must be at least 1"),
+    ],
+)
+def test_bad_input_exits_2_and_says_what_would_work(sample_dir, capsys, extra, message):
+    assert main(["build", str(sample_dir / "healthy_cnn.onnx"), *extra]) == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not HAVE_TRT, reason="neither tensorrt nor tensorrt_rtx is installed")
+def test_tensorrt_refusal_suggests_a_profile_and_the_profile_builds(sample_dir, capsys):
+    model = str(sample_dir / "squeeze_dynamic.onnx")
+    assert main(["build", model, "-b", "tensorrt"]) == 1
+    out = capsys.readouterr().out
+    assert "no optimization profile has been defined" in out and "--profile features:1x1x8:4x1x8:8x1x8" in out
+    assert (
+        main(
+            ["build", model, "-b", "tensorrt", "-b", "onnxruntime", "--profile", "features:1x1x8:4x1x8:8x1x8"]
+        )
+        == 0
+    )

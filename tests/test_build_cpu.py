@@ -1,0 +1,76 @@
+"""Test builds on the CPU backends (onnxruntime, OpenVINO, TVM), for real: artifacts, latency, accuracy against
+onnxruntime's fp32 reference, failures in each backend's own words."""
+
+import importlib.util
+
+import onnx
+import pytest
+
+from surgery.backends.base import BuildOptions
+from surgery.build import build_model
+from surgery.samples import build
+
+CPU = ["onnxruntime"] + [b for b in ("openvino", "tvm") if importlib.util.find_spec(b)]
+needs_openvino = pytest.mark.skipif(not importlib.util.find_spec("openvino"), reason="openvino not installed")
+
+
+@pytest.mark.parametrize("backend", CPU)
+def test_healthy_cnn_builds_runs_and_matches_onnxruntime(backend, tmp_path):
+    options = BuildOptions(runs=5, warmup=1, out_dir=str(tmp_path))
+    r = build_model(backend, build("healthy_cnn"), options)
+    assert r.ok, r.error
+    assert r.artifact.startswith(str(tmp_path)) and (tmp_path / r.artifact.split("/")[-1]).stat().st_size > 0
+    assert r.latency_ms["runs"] == 5 and 0 < r.latency_ms["median"] <= r.latency_ms["p90"]
+    assert set(r.accuracy) == {"probs"} and r.accuracy["probs"]["mean_rel"] < 1e-6
+    assert r.build_seconds > 0 and r.log and r.label
+
+
+@pytest.mark.parametrize("backend", CPU)
+def test_failures_come_in_the_backends_words(backend):
+    r = build_model(backend, build("deform_conv_custom"), BuildOptions(runs=1))
+    assert not r.ok and "MMCVModulatedDeformConv2d" in r.error and r.artifact is None
+
+
+def test_onnxruntime_artifact_is_the_optimized_model():
+    r = build_model("onnxruntime", build("healthy_cnn"), BuildOptions(runs=1))
+    optimized = onnx.load(r.artifact)
+    assert len(optimized.graph.node) < len(build("healthy_cnn").graph.node)
+    assert f"-> {len(optimized.graph.node)} after ORT_ENABLE_ALL" in r.log
+
+
+@needs_openvino
+def test_openvino_fp16_hint_shows_fp16_error_against_the_fp32_reference():
+    r = build_model("openvino", build("healthy_cnn"), BuildOptions(precision="fp16", runs=2))
+    assert r.ok and 1e-6 < r.accuracy["probs"]["mean_rel"] < 1e-2
+
+
+def test_onnxruntime_fp16_is_measured_against_the_fp32_original():
+    r = build_model("onnxruntime", build("healthy_cnn"), BuildOptions(precision="fp16", runs=2))
+    assert r.ok and "converted to fp16" in r.note
+    assert 1e-6 < r.accuracy["probs"]["mean_rel"] < 1e-2  # not 0: the reference is not the fp16 graph
+
+
+def test_an_unmeasurable_build_stands_and_a_profile_shape_makes_it_measurable():
+    model = build("dynamic_input_unshaped")  # input 'image' has no shape at all
+    r = build_model("onnxruntime", model, BuildOptions(runs=1))
+    assert r.ok and r.accuracy is None and "not measured" in r.note and "'image' has no shape" in r.note
+    shape = (1, 3, 8, 8)
+    r = build_model(
+        "onnxruntime", model, BuildOptions(runs=1, profiles={"image": (shape, (2, 3, 8, 8), shape)})
+    )
+    assert r.ok and r.accuracy["output"]["mean_rel"] < 1e-6
+
+
+def test_options_are_not_modified_and_bad_backends_or_profiles_are_refused():
+    options = BuildOptions(runs=1)
+    assert build_model("onnxruntime", build("healthy_cnn"), options).ok and options.out_dir is None
+    r = build_model("tensorrt-static@8.2", build("healthy_cnn"), options)
+    assert not r.ok and "builders exist for" in r.error
+    with pytest.raises(ValueError, match="expected \\(min, opt, max\\) shapes"):
+        build_model("onnxruntime", build("healthy_cnn"), BuildOptions(profiles={"input": ((1, 3),)}))
+
+
+@pytest.mark.skipif("tvm" not in CPU, reason="tvm not installed")
+def test_a_build_past_its_time_limit_is_a_failed_report():
+    r = build_model("tvm", build("healthy_cnn"), BuildOptions(timeout_s=0.05))
+    assert not r.ok and "timed out after 0.05 s" in r.error
