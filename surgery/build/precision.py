@@ -31,11 +31,11 @@ def lower_precision(model: ModelProto, precision: str) -> ModelProto:
         if t.data_type == TensorProto.FLOAT and t.name not in keep:
             g.initializer[k].CopyFrom(_lower(t, to))
     for n in g.node:
-        if n.op_type == "Constant" and n.output[0] not in keep:
+        if n.op_type in ("Constant", "ConstantOfShape") and n.output[0] not in keep:
             for a in n.attribute:
                 if a.name == "value" and a.t.data_type == TensorProto.FLOAT:
                     a.t.CopyFrom(_lower(a.t, to))
-        if n.op_type == "Cast":
+        if n.op_type == "Cast" and n.output[0] not in keep:
             for a in n.attribute:
                 if a.name == "to" and a.i == TensorProto.FLOAT:
                     a.i = to

@@ -164,7 +164,9 @@ def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
     if hasattr(trt, "init_libnvinfer_plugins"):
         trt.init_libnvinfer_plugins(logger, "")
     builder = trt.Builder(logger)
-    network = builder.create_network(0)
+    major = int(trt.__version__.split(".")[0])
+    explicit = getattr(trt.NetworkDefinitionCreationFlag, "EXPLICIT_BATCH", None)
+    network = builder.create_network(1 << int(explicit) if explicit is not None and major < 10 else 0)
     parser = trt.OnnxParser(network, logger)
     report_progress(0.02, f"tensorrt: parsing with {label}")
     t0 = time.perf_counter()
@@ -215,7 +217,8 @@ def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
             cache = config.create_timing_cache(b"")
             config.set_timing_cache(cache, ignore_mismatch=False)
     cache_noop = any("no-op" in str(w.message) for w in caught)
-    config.progress_monitor = _monitor(trt)
+    if hasattr(trt, "IProgressMonitor"):  # TensorRT 10+ and TensorRT-RTX
+        config.progress_monitor = _monitor(trt)
 
     report_progress(BUILD_START, "tensorrt: building")
     engine = builder.build_serialized_network(network, config)
