@@ -70,7 +70,24 @@ def test_options_are_not_modified_and_bad_backends_or_profiles_are_refused():
         build_model("onnxruntime", build("healthy_cnn"), BuildOptions(profiles={"input": ((1, 3),)}))
 
 
+def _external(tmp_path):
+    from surgery.model import load_model
+
+    path = tmp_path / "cnn.onnx"
+    onnx.save(
+        build("healthy_cnn"), str(path), save_as_external_data=True, location="cnn.data", size_threshold=0
+    )
+    return load_model(path)
+
+
+@pytest.mark.parametrize("backend", CPU)
+def test_external_weights_are_read_from_base_dir(backend, tmp_path):
+    model = _external(tmp_path)
+    r = build_model(backend, model.proto, BuildOptions(runs=1), base_dir=str(model.base_dir))
+    assert r.ok and r.accuracy["probs"]["mean_rel"] < 1e-6, r.error or r.note
+
+
 @pytest.mark.skipif("tvm" not in CPU, reason="tvm not installed")
 def test_a_build_past_its_time_limit_is_a_failed_report():
     r = build_model("tvm", build("healthy_cnn"), BuildOptions(timeout_s=0.05))
-    assert not r.ok and "timed out after 0.05 s" in r.error
+    assert not r.ok and "timed out after 0.05 s" in r.error  # runs last: it kills the worker

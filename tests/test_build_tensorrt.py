@@ -5,6 +5,7 @@ import importlib.util
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _two_batches() -> "onnx.ModelProto":  # noqa: F821
+def _two_batches() -> onnx.ModelProto:
     #   x[n,4] --\
     #             Add "/head/add" --> z      (n and m are independent dynamic dims)
     #   y[m,4] --/
@@ -132,3 +133,15 @@ def test_lowered_graph_keeps_float32_io_and_stays_close(tmp_path):
     rep = verify(build("healthy_cnn"), lowered, safety="approximate")
     assert rep.status == "ok" and 0 < rep.outputs[0].mean_rel < 1e-2
     assert np.isfinite(numpy_helper.to_array(lowered.graph.initializer[0])).all()
+
+
+def test_fp16_lowering_reads_external_weights(tmp_path):
+    from surgery.model import load_model
+
+    path = tmp_path / "cnn.onnx"
+    onnx.save(
+        build("healthy_cnn"), str(path), save_as_external_data=True, location="cnn.data", size_threshold=0
+    )
+    model = load_model(path)
+    r = build_model("tensorrt", model.proto, BuildOptions(precision="fp16"), base_dir=str(model.base_dir))
+    assert r.ok, r.error

@@ -40,7 +40,7 @@ def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
     if options.precision in ("fp16", "bf16"):
         from surgery.build.precision import lower_precision
 
-        model = lower_precision(model, options.precision)
+        model = lower_precision(model, options.precision, base_dir)
         note = (
             f"the model's float32 math was converted to {options.precision} (as for strongly typed TensorRT); "
             "onnxruntime's CPU provider runs what it has kernels for"

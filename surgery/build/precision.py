@@ -21,10 +21,16 @@ def _lower(t: TensorProto, to: int) -> TensorProto:
     return lowered
 
 
-def lower_precision(model: ModelProto, precision: str) -> ModelProto:
+def lower_precision(model: ModelProto, precision: str, base_dir=None) -> ModelProto:
+    """A copy of `model` computing in `precision` ("fp16" | "bf16"). External weights are read from `base_dir`
+    and the lowered ones are kept in the copy itself."""
     to = TARGETS[precision]
     out = ModelProto()
     out.CopyFrom(model)
+    if base_dir is not None:
+        from onnx.external_data_helper import load_external_data_for_model
+
+        load_external_data_for_model(out, str(base_dir))
     g = out.graph
     keep = {n.input[k] for n in g.node for (op, k) in KEEP_FLOAT32 if n.op_type == op and len(n.input) > k}
     for k, t in enumerate(g.initializer):

@@ -144,7 +144,7 @@ def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
     if options.precision in ("fp16", "bf16") and strongly_typed:
         from surgery.build.precision import lower_precision
 
-        model = lower_precision(model, options.precision)
+        model = lower_precision(model, options.precision, base_dir)
         notes.append(
             f"{flavour} builds strongly typed: the model's float32 math was converted to {options.precision} "
             "before parsing (inputs and outputs stay float32)"
