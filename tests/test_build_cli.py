@@ -62,3 +62,12 @@ def test_tensorrt_refusal_suggests_a_profile_and_the_profile_builds(sample_dir, 
         )
         == 0
     )
+
+
+def test_all_builds_every_backend_installed_here(sample_dir, capsys):
+    from surgery.cli.build_cmd import available_backends
+
+    assert main(["build", str(sample_dir / "healthy_cnn.onnx"), "-b", "all", "--runs", "1", "--json"]) == 0
+    reports = json.loads(capsys.readouterr().out)
+    assert [r["backend"] for r in reports] == available_backends() and "onnxruntime" in available_backends()
+    assert all(r["ok"] and r["artifact"] for r in reports)

@@ -87,6 +87,23 @@ def test_external_weights_are_read_from_base_dir(backend, tmp_path):
     assert r.ok and r.accuracy["probs"]["mean_rel"] < 1e-6, r.error or r.note
 
 
+def test_a_failure_naming_a_node_sets_node():
+    # onnxruntime's CPU provider has no bfloat16 Conv: "... in node (/conv1/Conv) is invalid"
+    r = build_model("onnxruntime", build("healthy_cnn"), BuildOptions(precision="bf16"))
+    assert not r.ok and "bfloat16" in r.error and r.node == "/conv1/Conv"
+
+
+def test_random_outputs_are_flagged():
+    r = build_model(
+        "onnxruntime", build("training_mode_ops"), BuildOptions(runs=2)
+    )  # Dropout in training mode
+    assert r.ok and "change from run to run" in r.note
+    assert (
+        "change from run to run"
+        not in build_model("onnxruntime", build("healthy_cnn"), BuildOptions(runs=2)).note
+    )
+
+
 @pytest.mark.skipif("tvm" not in CPU, reason="tvm not installed")
 def test_a_build_past_its_time_limit_is_a_failed_report():
     r = build_model("tvm", build("healthy_cnn"), BuildOptions(timeout_s=0.05))

@@ -6,6 +6,7 @@ Every build except onnxruntime's runs isolated in a child process with a time li
 from __future__ import annotations
 
 import dataclasses
+import re
 import tempfile
 import time
 from pathlib import Path
@@ -21,6 +22,16 @@ BUILDERS = {
     "tvm": "surgery.build.tvm:build",
     "tensorrt": "surgery.build.tensorrt:build",
 }
+
+
+def named_node(message: str, model: ModelProto) -> str | None:
+    """The node a backend's message names in quotes or parentheses ("in node (/conv1/Conv)", "node with name
+    'my_relu'"); the longest such name wins."""
+    names = sorted({n.name for n in model.graph.node if n.name}, key=len, reverse=True)
+    for name in names:
+        if re.search(rf"""['"(]{re.escape(name)}['")]""", message):
+            return name
+    return None
 
 
 def _profile(name: str, shapes) -> tuple[tuple[int, ...], ...]:
@@ -72,6 +83,8 @@ def build_model(
         report = BuildReport(
             backend_id, False, error=str(exc), log=exc.detail, build_seconds=time.perf_counter() - t0
         )
+    if not report.ok and report.node is None and report.error:
+        report.node = named_node(report.error, model)
     if progress:
         progress(1.0, f"{name}: {'built' if report.ok else 'failed'}")
     return report

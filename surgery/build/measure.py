@@ -53,6 +53,11 @@ def opt_shapes(options) -> dict[str, tuple[int, ...]]:
     return {name: tuple(opt) for name, (_, opt, _) in options.profiles.items()}
 
 
+def _same(a, b) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
+
+
 def measure_into(report, model: ModelProto, base_dir, options, prepare) -> None:
     """Fill `report.accuracy` and `report.latency_ms`: `prepare(feeds)` returns a call that runs the built
     engine once and returns its outputs by name. A measurement that fails leaves the build standing and says
@@ -60,8 +65,13 @@ def measure_into(report, model: ModelProto, base_dir, options, prepare) -> None:
     try:
         feeds, ref = reference(model, base_dir, opt_shapes(options))
         run_once = prepare(feeds)
-        report.accuracy = accuracy(ref, run_once())
+        first, second = run_once(), run_once()
+        report.accuracy = accuracy(ref, first)
         report.latency_ms = latency(run_once, options.runs, options.warmup)
+        changed = [n for n in first if n in second and not _same(first[n], second[n])]
+        if changed:
+            why = f"outputs {', '.join(changed)} change from run to run on the same inputs (random ops?)"
+            report.note = f"{report.note}; {why}" if report.note else why
     except Exception as exc:  # the engine exists; only its numbers are missing
         line = (str(exc).strip().splitlines() or [""])[0][:300]
         why = f"built, but not measured: {type(exc).__name__}: {line}"

@@ -27,7 +27,7 @@ def add_parser(sub):
         action="append",
         default=None,
         metavar="BACKEND",
-        help=f"{', '.join(BACKENDS)} (repeat for several; default: onnxruntime)",
+        help=f"{', '.join(BACKENDS)}, or all (repeat for several; default: onnxruntime)",
     )
     prec = p.add_mutually_exclusive_group()
     for flag in ("fp16", "bf16", "int8"):
@@ -84,6 +84,15 @@ def parse_profiles(specs: list[str], inputs: list[str]) -> dict[str, tuple[tuple
     return profiles
 
 
+def available_backends() -> list[str]:
+    """The builders whose backend is installed here (TensorRT: tensorrt or tensorrt_rtx)."""
+    import importlib.util
+
+    modules = {"tensorrt": ("tensorrt", "tensorrt_rtx"), "onnxruntime": ("onnxruntime",)}
+    modules.update(openvino=("openvino",), tvm=("tvm",))
+    return [b for b in BACKENDS if any(importlib.util.find_spec(m) for m in modules[b])]
+
+
 def _fmt(x: float) -> str:
     return f"{x:.3g}"
 
@@ -129,6 +138,8 @@ def run(args) -> int:
     from surgery.model import load_model
 
     backends = args.backend or ["onnxruntime"]
+    if "all" in backends:
+        backends = available_backends()
     unknown = [b for b in backends if b not in BACKENDS]
     if unknown:
         print(
