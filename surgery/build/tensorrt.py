@@ -5,9 +5,7 @@ TensorRT's IProgressMonitor. Runs inside an isolated worker (surgery.build.build
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -107,17 +105,13 @@ def _profile_hint(dynamic: dict[str, tuple[int, ...]]) -> str:
     )
 
 
-def _parse(trt, parser, model: ModelProto, base_dir) -> bool:
+def _parse(parser, model: ModelProto, base_dir) -> bool:
+    """Parse from memory; with `base_dir` the parser is told the model's path so external weights resolve
+    beside it (nothing is written there)."""
     blob = model.SerializeToString()
     if not base_dir:
         return parser.parse(blob)
-    fd, path = tempfile.mkstemp(suffix=".onnx", dir=base_dir)  # external data resolves beside the model
-    try:
-        os.write(fd, blob)
-        os.close(fd)
-        return parser.parse_from_file(path)
-    finally:
-        os.unlink(path)
+    return parser.parse(blob, str(Path(base_dir) / "model.onnx"))
 
 
 def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
@@ -170,7 +164,7 @@ def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
     parser = trt.OnnxParser(network, logger)
     report_progress(0.02, f"tensorrt: parsing with {label}")
     t0 = time.perf_counter()
-    if not _parse(trt, parser, model, base_dir):
+    if not _parse(parser, model, base_dir):
         errors = [parser.get_error(i) for i in range(parser.num_errors)]
         if not errors:
             return fail("the ONNX parser failed without an error", log="\n".join(lines))
@@ -265,6 +259,9 @@ def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
             _run_engine(bytes(engine), original, options, base_dir, report)
         except ImportError as exc:  # the build stands; say why it was not measured
             report.note += f"; engine built, not measured: Polygraphy's TrtRunner is needed ({exc})"
+        except Exception as exc:  # e.g. the runtime cannot load the engine: the build still stands
+            line = (str(exc).strip().splitlines() or [""])[0][:300]
+            report.note += f"; engine built, but running it failed: {type(exc).__name__}: {line}"
         return report
     report.note = "; ".join(notes)
     return report
