@@ -50,7 +50,7 @@ def ensure_state() -> None:
 def _set_workspace(ws: Workspace, name: str) -> None:
     s = state()
     s.ws, s.model_name = ws, name
-    s.selected, s.last_applied, s.error, s.scopes = None, None, None, []
+    s.selected, s.last_applied, s.error, s.scopes, s.check_big = None, None, None, [], False
 
 
 def open_sample(name: str) -> None:
@@ -144,15 +144,32 @@ def leave_scope(all_levels: bool = False) -> None:
     del scopes[0 if all_levels else -1 :]
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
+@st.cache_resource(show_spinner=False, max_entries=64)  # not cache_data: unpickling 100k verdicts per rerun
 def _check(fp: str, target: str, _model, _base_dir):
     from surgery.diagnose import check_one
 
     return check_one(_model, target, _base_dir, fp=fp)
 
 
+CHECK_ON_REQUEST_OVER = (
+    20_000  # nodes: a bigger model is drawn first and checked when asked (it takes a while)
+)
+
+
+def check_pending() -> bool:
+    """True for a big model whose check has not been asked for yet in this workspace."""
+    return len(workspace().current.graph.node) > CHECK_ON_REQUEST_OVER and not state().get("check_big")
+
+
+def allow_check() -> None:
+    state().check_big = True
+
+
 def reports(targets: list[str] | None = None):
-    """Check reports for the current model, one per target (cached by fingerprint and target)."""
+    """Check reports for the current model, one per target (cached by fingerprint and target); none for a big
+    model until its check is asked for (`allow_check`)."""
+    if targets is None and check_pending():
+        return []
     ws = workspace()
     fp = fingerprint()
     out = []
@@ -191,12 +208,38 @@ def all_rules():
 
 def proposals(node_key: str | None = None, values: dict | None = None):
     """Rule proposals for the current model and targets (for one node when given); `values` fill the
-    rules' asked values (e.g. {"shape": [1, 3, 224, 224]})."""
+    rules' asked values (e.g. {"shape": [1, 3, 224, 224]}). Cached per model version, targets and rules."""
+
+    rules = all_rules()
+    found = _proposals(
+        fingerprint(),
+        tuple(state().targets),
+        tuple((r.id, r.path) for r in rules),
+        repr(sorted((values or {}).items())),
+        workspace().current,
+        rules,
+        values,
+    )
+    return [p for p in found if node_key is None or p.node == node_key]
+
+
+@st.cache_resource(show_spinner=False, max_entries=32)
+def _proposals(fp: str, targets: tuple, rules_key: tuple, values_key: str, _model, _rules, _values):
     from surgery.rulebook import propose
 
-    ws = workspace()
-    found = propose(ws.current, all_rules(), state().targets, values=values)
-    return [p for p in found if node_key is None or p.node == node_key]
+    return propose(_model, _rules, list(targets), values=_values)
+
+
+@st.cache_resource(show_spinner=False, max_entries=32)
+def _partition(fp: str, backend: str, _model, _report, _facts):
+    from surgery.partition import partition
+
+    return partition(_model, _report, _facts)
+
+
+def partition(report):
+    """Supported regions, fallbacks and crossing tensors of the current model for one report (cached)."""
+    return _partition(fingerprint(), report.backend, workspace().current, report, facts())
 
 
 def parse_value(text: str):

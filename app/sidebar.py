@@ -35,6 +35,10 @@ def render() -> None:
         options = adapter.target_options()
         s.targets = [t for t in s.targets if t in options]  # the widget below is bound to this state
         st.multiselect("Targets", options, key="targets")
+        if adapter.check_pending() and s.targets:
+            n = len(adapter.workspace().current.graph.node)
+            st.info(f"{n:,} nodes: the graph is drawn first; checking them takes a while.")
+            st.button("Check with the targets", key="check_now", on_click=adapter.allow_check, type="primary")
         if s.error:
             st.error(s.error)
         with st.expander("Lessons", expanded=s.model_name == "healthy_cnn.onnx"):

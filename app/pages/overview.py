@@ -13,8 +13,6 @@ import pandas as pd  # noqa: E402
 import sidebar  # noqa: E402
 import streamlit as st  # noqa: E402
 
-from surgery.partition import partition  # noqa: E402
-
 sidebar.render()
 
 adapter.ensure_state()
@@ -58,7 +56,7 @@ for r in reports:
                     adapter.state().selected = v.node
                     st.switch_page("pages/workbench.py")
     if r.verdicts and (r.rejected or any(v.status.value == "unknown" for v in r.verdicts)):
-        part = partition(ws.current, r, adapter.facts())
+        part = adapter.partition(r)
         m = st.columns(4)
         m[0].metric("engines (supported regions)", part.engines)
         m[1].metric("nodes falling back", part.fallback_nodes)

@@ -66,14 +66,18 @@ with left:
                 s.selected = pick
         else:
             st.caption(f"no node name or op contains “{query}”")
-    ctl = st.columns([1, 0.9, 4])
-    focus = ctl[0].toggle(
-        "Focus",
-        key="focus",
-        value=n_nodes > 400,
-        help="draw only the nodes within the given number of hops of the selected one",
+    ctl = st.columns([1.25, 0.9, 3.8])
+    focus = ctl[0].toggle("Focus", key="focus", value=n_nodes > 400)
+    hops = ctl[1].number_input(
+        "Hops",
+        1,
+        20,
+        3,
+        key="hops",
+        label_visibility="collapsed",
+        disabled=not focus,
+        help="with Focus on, only the nodes within this many hops of the selected one are drawn",
     )
-    hops = ctl[1].number_input("Hops", 1, 20, 3, key="hops", label_visibility="collapsed", disabled=not focus)
     view = adapter.view(report, s.selected if focus and s.selected in facts.index else None, int(hops))
     counts = view.counts()
     legend = " &nbsp; ".join(
@@ -87,8 +91,8 @@ with left:
     )
     scopes = s.get("scopes") or []
     if scopes:
-        nav = st.columns([1, 1, 4])
-        nav[0].button("⬑ Up one level", key="scope_up", on_click=adapter.leave_scope)
+        nav = st.columns([1, 1.4, 4])
+        nav[0].button("Up", key="scope_up", on_click=adapter.leave_scope, icon=":material/arrow_upward:")
         nav[1].button("Whole graph", key="unscope", on_click=adapter.leave_scope, args=(True,))
         nav[2].caption(" › ".join(scope_label(x) for x in scopes))
     if view.note:
