@@ -19,32 +19,40 @@ export default function(component) {
   const { data, setStateValue, parentElement } = component;
   const el = parentElement.querySelector('.graph-canvas');
   if (!data || !el) return;
-  const dark = new Set(['supported', 'rejected']);
+  // Styles live in vis-network groups (one per kind and status), so a node is only id, label, place, group:
+  // 10k nodes parse and draw without 10k option objects.
+  const groups = {};
   const refs = new Map();
   const nodes = data.nodes.map(n => {
+    const g = n.kind + ':' + n.status + ':' + n.color;
+    if (!groups[g]) {
+      const onColor = (n.kind === 'op' || n.kind === 'group') && (n.status === 'supported' || n.status === 'rejected');
+      groups[g] = {
+        shape: n.shape, size: n.size,
+        color: { background: n.color, border: '#5b6875',
+                 highlight: { background: n.color, border: '#123f8c' }, hover: { background: n.color, border: '#123f8c' } },
+        font: { size: n.kind === 'constant' ? 9 : n.kind === 'input' ? 10 : 13, color: onColor ? '#ffffff' : '#1d2733' },
+      };
+    }
     refs.set(n.id, n.ref);
-    const chosen = n.ref && n.ref === data.selected;
-    return {
-      id: n.id, label: n.label, title: n.title, x: n.x, y: n.y, shape: n.shape, size: n.size,
-      color: { background: n.color, border: chosen ? '#123f8c' : '#5b6875',
-               highlight: { background: n.color, border: '#123f8c' },
-               hover: { background: n.color, border: '#123f8c' } },
-      borderWidth: chosen ? 3 : 1, borderWidthSelected: 3,
-      shapeProperties: { borderDashes: chosen ? [6, 3] : false },
-      font: { size: n.kind === 'constant' ? 9 : n.kind === 'input' ? 10 : 13,
-              color: (n.kind === 'op' || n.kind === 'group') && dark.has(n.status) ? '#ffffff' : '#1d2733',
-              multi: false },
-    };
+    const node = { id: n.id, label: n.label, title: n.title, x: n.x, y: n.y, group: g };
+    if (n.ref && n.ref === data.selected) {
+      node.borderWidth = 3;
+      node.shapeProperties = { borderDashes: [6, 3] };
+      node.color = { background: n.color, border: '#123f8c', highlight: { background: n.color, border: '#123f8c' },
+                     hover: { background: n.color, border: '#123f8c' } };
+    }
+    return node;
   });
-  const edges = data.edges.map((e, i) => ({ id: i, from: e.from, to: e.to, arrows: 'to' }));
+  const edges = data.edges.map((e, i) => ({ id: i, from: e.from, to: e.to }));
   const network = new globalThis.vis.Network(el,
     { nodes: new globalThis.vis.DataSet(nodes), edges: new globalThis.vis.DataSet(edges) },
-    { physics: false, layout: { improvedLayout: false },
+    { physics: false, layout: { improvedLayout: false }, groups: groups,
       edges: { smooth: false, color: { color: '#9aa5b1', highlight: '#123f8c' }, width: 1,
-               arrows: { to: { scaleFactor: 0.6 } } },
-      interaction: { hover: true, hideEdgesOnDrag: true, hideEdgesOnZoom: nodes.length > 2000,
-                     tooltipDelay: 150, navigationButtons: false, keyboard: false },
-      nodes: { margin: 8 } });
+               arrows: { to: { enabled: true, scaleFactor: 0.6 } } },
+      interaction: { hover: nodes.length < 5000, hideEdgesOnDrag: true, hideEdgesOnZoom: nodes.length > 2000,
+                     tooltipDelay: 150, keyboard: false },
+      nodes: { margin: 8, borderWidth: 1, borderWidthSelected: 3 } });
   el.setAttribute('data-node-count', String(nodes.length));
   el.setAttribute('data-selected', data.selected || '');
   globalThis.__onnxSurgeryNetwork = network;

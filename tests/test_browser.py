@@ -116,7 +116,7 @@ def settle(page, timeout=60_000):
 def node_color(page, node_id):
     return page.evaluate(
         "(id) => { const net = globalThis.__onnxSurgeryNetwork; const n = net &&"
-        " net.body.data.nodes.get(id); return n ? n.color.background : null; }",
+        " net.body.nodes[id]; return n ? n.options.color.background : null; }",
         node_id,
     )
 
@@ -124,7 +124,7 @@ def node_color(page, node_id):
 def wait_color(page, node_id, color, timeout=60_000):
     page.wait_for_function(
         "([id, c]) => { const net = globalThis.__onnxSurgeryNetwork; const n = net && net.body &&"
-        " net.body.data.nodes.get(id); return n && n.color.background === c; }",
+        " net.body.nodes[id]; return n && n.options.color.background === c; }",
         arg=[node_id, color],
         timeout=timeout,
     )
@@ -153,7 +153,7 @@ def test_the_classic_resize_journey(page, tmp_path):
     page.locator(".st-key-side-lesson-resize_scales_chain button").click()
     settle(page)
     assert wait_color(page, "/up/Resize", RED) == RED
-    page.get_by_text("Resize scales must be an initializer!").first.wait_for()
+    page.locator('[data-testid="stCode"]', has_text="Resize scales must be an initializer!").first.wait_for()
     page.screenshot(path=SHOT or str(tmp_path / "screenshot.png"))
 
     # click the red node in the graph: the inspector follows and offers the fold
