@@ -341,6 +341,30 @@ def walkthrough(name: str) -> dict:
     return out
 
 
+@st.cache_resource(show_spinner="Looking for the backends on this machine…")
+def backends_here():
+    """`surgery.backends.list_backends()` once per server: (id, label, version, Availability)."""
+    from surgery.backends import list_backends
+
+    return list_backends()
+
+
+def buildable() -> tuple[list[str], dict[str, str]]:
+    """Backends with a builder that work here, and why the others do not."""
+    from surgery.build import BUILDERS
+
+    ok, why = [], {}
+    for bid, _label, _version, avail in backends_here():
+        name = bid.split("@")[0]
+        if name not in BUILDERS:
+            continue
+        if avail.ok:
+            ok.append(name)
+        else:
+            why[name] = avail.reason
+    return ok, why
+
+
 def target_options() -> list[str]:
     from surgery.backends import static_versions
 

@@ -6,11 +6,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # app/: adapter, sidebar, graph_component
 
 
+import adapter  # noqa: E402
 import pandas as pd  # noqa: E402
 import sidebar  # noqa: E402
 import streamlit as st  # noqa: E402
-
-from surgery.backends import list_backends  # noqa: E402
 
 sidebar.render()
 
@@ -23,7 +22,7 @@ rows = [
         "available": "yes" if a.ok else "no",
         "details": a.reason,
     }
-    for bid, label, version, a in list_backends()
+    for bid, label, version, a in adapter.backends_here()
 ]
 st.dataframe(pd.DataFrame(rows), hide_index=True, key="backends_table")
 st.caption(

@@ -23,12 +23,15 @@ st.caption(
     "TensorRT where installed with a GPU, else TensorRT-RTX, which builds ahead of time without a GPU."
 )
 c = st.columns([3, 1, 1])
+here, why_not = adapter.buildable()
 backends = c[0].multiselect(
     "Backends",
-    ["tensorrt", "onnxruntime", "openvino", "tvm"],
-    default=["tensorrt", "onnxruntime"],
+    here,
+    default=[b for b in ("tensorrt", "onnxruntime") if b in here],
     key="build_backends",
 )
+for name, reason in why_not.items():
+    st.caption(f"`{name}` cannot build here: {reason}")
 precision = c[1].selectbox("Precision", ["fp32", "fp16", "bf16", "int8"], key="build_precision")
 runs = c[2].number_input("Timed runs", 1, 1000, 20, key="build_runs")
 facts = GraphFacts.of(ws.current, infer=False)
@@ -91,6 +94,10 @@ rows = [
 ]
 if rows:
     df = pd.DataFrame(rows).set_index("backend")
-    st.markdown("**Latency (ms)**")
-    st.bar_chart(df[["median ms", "p90 ms"]], stack=False)
+    charts = st.columns(2)
+    charts[0].markdown("**Latency (ms)**")
+    charts[0].bar_chart(df[["median ms", "p90 ms"]], stack=False)
+    if df["worst mean rel error"].notna().any():
+        charts[1].markdown("**Accuracy against onnxruntime (worst mean relative error)**")
+        charts[1].bar_chart(df[["worst mean rel error"]])
     st.dataframe(df, key="build_table")
