@@ -208,3 +208,25 @@ def test_backends_page_says_which_backends_run_here():
     row = table[table["target"] == "onnxruntime"].iloc[0]
     assert row["available"] == "yes"
     assert (table["details"].str.len() > 0).all()
+
+
+def test_search_selects_a_node_and_focus_draws_its_neighbourhood():
+    at = run_page()
+    at.button(key="side-lesson-resize_scales_chain").click()
+    at.run()
+    at.session_state["selected"] = None
+    at.run()
+    at.text_input(key="search").input("unsqueeze")
+    at.run()
+    hits = at.selectbox(key="search_hit")
+    assert len(hits.options) == 2 and all("Unsqueeze" in o for o in hits.options)
+    hits.set_value(hits.options[0])
+    at.run()
+    assert at.session_state["selected"] == hits.options[0]
+    at.toggle(key="focus").set_value(True)
+    at.run()
+    at.number_input(key="hops").set_value(1)
+    at.run()
+    assert any(f"within 1 hops of {hits.options[0]}" in c.value for c in at.caption), [
+        c.value for c in at.caption
+    ]
