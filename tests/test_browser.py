@@ -98,6 +98,7 @@ def page(server):
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         pg = browser.new_page(viewport={"width": 1500, "height": 1000}, accept_downloads=True)
+        pg.set_default_timeout(90_000)  # 2 shared cores in CI: a rerun can take a while
         pg.goto(server)
         pg.wait_for_selector('[data-testid="stApp"]', timeout=60_000)
         yield pg
@@ -156,6 +157,13 @@ def test_the_classic_resize_journey(page, tmp_path):
     page.locator('[data-testid="stCode"]', has_text="Resize scales must be an initializer!").first.wait_for()
     page.screenshot(path=SHOT or str(tmp_path / "screenshot.png"))
 
+    # a constant is a small dot beside its consumer; clicking it selects the Constant node
+    dot = page.evaluate(
+        "() => globalThis.__onnxSurgeryNetwork.body.data.nodes.getIds().find(i => i.startsWith('const:'))"
+    )
+    click_node(page, dot)
+    settle(page)
+    page.locator("h3", has_text="Constant").first.wait_for()
     # click the red node in the graph: the inspector follows and offers the fold
     click_node(page, "/relu/Relu")
     settle(page)
