@@ -108,3 +108,23 @@ def test_random_outputs_are_flagged():
 def test_a_build_past_its_time_limit_is_a_failed_report():
     r = build_model("tvm", build("healthy_cnn"), BuildOptions(timeout_s=0.05))
     assert not r.ok and "timed out after 0.05 s" in r.error  # runs last: it kills the worker
+
+
+def test_a_backend_object_builds_a_model_with_external_weights(tmp_path):
+    """Building through the backend (as the registry hands it out) finds weights beside the model."""
+    import onnx
+
+    from surgery.backends import get_backend
+    from surgery.backends.base import BuildOptions
+    from surgery.samples import build as build_sample
+
+    onnx.save(
+        build_sample("healthy_cnn"),
+        str(tmp_path / "m.onnx"),
+        save_as_external_data=True,
+        location="m.bin",
+        size_threshold=0,
+    )
+    proto = onnx.load(str(tmp_path / "m.onnx"), load_external_data=False)
+    report = get_backend("onnxruntime").build(proto, BuildOptions(runs=2), base_dir=str(tmp_path))
+    assert report.ok, report.error

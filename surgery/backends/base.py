@@ -23,6 +23,15 @@ def package_version(*dists: str) -> str:
     return ""
 
 
+def not_installed(module: str, extra: str, dist: str | None = None) -> Availability | None:
+    """An unavailable Availability naming the pip extra when `module` cannot be imported, else None."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        return Availability(False, f"{dist or module} not installed (pip install 'onnx-surgery[{extra}]')")
+    return None
+
+
 class Status(StrEnum):
     SUPPORTED = "supported"
     REJECTED = "rejected"
@@ -132,11 +141,15 @@ class BuildsWithSurgeryBuild:
     id: str
 
     def build(
-        self, model: ModelProto, options: BuildOptions, progress: Progress | None = None
+        self,
+        model: ModelProto,
+        options: BuildOptions,
+        progress: Progress | None = None,
+        base_dir: str | None = None,
     ) -> BuildReport:
         from surgery.build import build_model
 
-        return build_model(self.id, model, options, progress)
+        return build_model(self.id, model, options, progress, base_dir)
 
 
 class Backend(Protocol):
@@ -149,5 +162,9 @@ class Backend(Protocol):
     def check(self, model: ModelProto, base_dir: str | None = None) -> Report: ...
 
     def build(
-        self, model: ModelProto, options: BuildOptions, progress: Progress | None = None
+        self,
+        model: ModelProto,
+        options: BuildOptions,
+        progress: Progress | None = None,
+        base_dir: str | None = None,
     ) -> BuildReport: ...

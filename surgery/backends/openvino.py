@@ -4,7 +4,6 @@ All OpenVINO calls run in an isolated process."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import tempfile
@@ -19,6 +18,7 @@ from surgery.backends.base import (
     Report,
     Status,
     Verdict,
+    not_installed,
     package_version,
 )
 from surgery.backends.isolate import call_isolated
@@ -83,8 +83,9 @@ class OpenVINOBackend(BuildsWithSurgeryBuild):
         self.label = f"OpenVINO {self.version} (CPU)".replace("  ", " ")
 
     def availability(self) -> Availability:
-        if importlib.util.find_spec("openvino") is None:
-            return Availability(False, "openvino not installed (pip install 'onnx-surgery[openvino]')")
+        missing = not_installed("openvino", "openvino")
+        if missing:
+            return missing
         return Availability(True, f"OpenVINO {self.version}, ONNX frontend, CPU plugin")
 
     def check(self, model: ModelProto, base_dir: str | None = None) -> Report:

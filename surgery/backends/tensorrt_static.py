@@ -1196,7 +1196,7 @@ class TensorRTStaticBackend:
         report.seconds = time.perf_counter() - t0
         return report
 
-    def build(self, model: ModelProto, options: BuildOptions, progress=None) -> BuildReport:
+    def build(self, model: ModelProto, options: BuildOptions, progress=None, base_dir=None) -> BuildReport:
         return BuildReport(
             self.id, False, error="a predicted target cannot build; use the `tensorrt` backend"
         )

@@ -11,7 +11,6 @@ ignores op domains: a `com.example::Relu` would be imported as a standard Relu. 
 
 from __future__ import annotations
 
-import importlib.util
 import time
 
 from onnx import ModelProto
@@ -23,6 +22,7 @@ from surgery.backends.base import (
     Report,
     Status,
     Verdict,
+    not_installed,
     package_version,
 )
 from surgery.backends.isolate import BackendCrash, call_isolated
@@ -105,8 +105,9 @@ class TVMBackend(BuildsWithSurgeryBuild):
         self.label = f"TVM {self.version} (Relax, llvm)".replace("  ", " ")
 
     def availability(self) -> Availability:
-        if importlib.util.find_spec("tvm") is None:
-            return Availability(False, "apache-tvm not installed (pip install 'onnx-surgery[tvm]')")
+        missing = not_installed("tvm", "tvm", "apache-tvm")
+        if missing:
+            return missing
         return Availability(True, f"TVM {self.version}, Relax ONNX frontend, llvm target")
 
     def check(self, model: ModelProto, base_dir: str | None = None) -> Report:
