@@ -177,12 +177,20 @@ def reports(targets: list[str] | None = None):
         try:
             out.append(_check(fp, t, ws.current, ws.original.base_dir))
         except Exception as exc:  # an unknown target or a backend that cannot load: say so, keep going
-            from surgery.backends.base import Report
+            from surgery.backends.base import Message, Report, error_line
 
-            r = Report(t, t, "")
-            r.messages.append(f"could not check: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
+            r = Report(t, t, "", accepted=False)
+            r.messages.append(Message("error", explanation=f"could not check: {error_line(exc)}"))
             out.append(r)
     return out
+
+
+@st.cache_resource(show_spinner=False)
+def lesson_failure(name: str):
+    """What the lesson's backend says about its model (a Verdict, a Message, or None), from a real check."""
+    from surgery.samples import SAMPLES
+
+    return SAMPLES[name][1].failure()
 
 
 @st.cache_resource(show_spinner=False)

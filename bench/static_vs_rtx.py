@@ -204,7 +204,7 @@ def main() -> None:
         ops = sorted({n.op_type for n in m.graph.node})
         rows.append({"name": name, "ops": ops, "cause": cause, "real": r, "pred": pred.to_dict()})
         if cause is None:
-            by_index = {v.index: v.message for v in pred.rejected}
+            by_index = {v.index: v.words for v in pred.rejected}
             for e in r["errors"]:
                 if e["node"] in by_index:
                     same = e["desc"].splitlines()[0][:50] in by_index[e["node"]]
@@ -216,7 +216,7 @@ def main() -> None:
             continue
         causes[cause] += 1
         rmsg = next(iter([e["desc"] for e in r["errors"]]), "accepted")
-        pmsg = next(iter([v.message for v in pred.rejected]), "accepted")
+        pmsg = next(iter([v.words or v.explanation for v in pred.rejected]), "accepted")
         examples[cause].append(
             f"{name} [{', '.join(ops)}]: parser: {rmsg[:120]!r} | predicted: {pmsg[:90]!r}"
         )

@@ -20,11 +20,21 @@ def lessons_markdown() -> str:
         "",
     ]
     for lesson in lessons():
+        failure = lesson.failure()
+        said = []
+        if failure is not None and failure.words:
+            where = "" if failure.words_from in ("", "live") else f" ({failure.words_from})"
+            said = [f"- **{failure.stage.value.capitalize()} stage, in its words**{where}:", "", "  ```"]
+            said += [f"  {line}" for line in failure.words.splitlines()] + ["  ```"]
+        elif failure is not None:
+            said = [f"- **Refused at the {failure.stage.value} stage** (no recorded words for this version)"]
         out += [
             f"## `{lesson.name}.onnx` — {lesson.title}",
             "",
-            f"- **Fails in:** `{lesson.backend}`" + (f", node `{lesson.node}`" if lesson.node else ""),
-            f"- **In its words:** `{lesson.message}`",
+            f"- **{'Fails in' if lesson.rule else 'Accepted by'}:** `{lesson.backend}`"
+            + (f", node `{lesson.node}`" if lesson.node else "")
+            + (f" (`check --depth {lesson.depth}`)" if lesson.depth != "parse" else ""),
+            *said,
             f"- **Why:** {lesson.why}",
             f"- **Fix:** {lesson.fix}" + (f" (rule `{lesson.rule}`)" if lesson.rule else ""),
             "",

@@ -1,21 +1,23 @@
 """Remake surgery/backends/data/tensorrt_support.json from onnx-tensorrt's per-version operator tables.
 
-    python scripts/build_trt_support.py [REFERENCE_DIR]
+    python scripts/build_trt_support.py
 
-REFERENCE_DIR holds `ops_<tag>.md`, one docs/operators.md per onnx-tensorrt branch (default:
-../shared/reference/tensorrt-ops-by-version). Each TensorRT version the predictor knows maps to the table of the
-nearest branch at or before it; the data records which table, from where, and the opset range it states.
+It reads only files of this repository: surgery/backends/data/tensorrt/upstream/operators-<tag>.md, one
+docs/operators.md per onnx-tensorrt branch, each with the URL and ref it came from on its first line. Each
+TensorRT version the predictor knows maps to the table of the nearest branch at or before it; the output stores
+each distinct table once ("tables") and, per version, which table it uses, from where, and the opset range.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "surgery" / "backends" / "data" / "tensorrt_support.json"
+DATA = ROOT / "surgery" / "backends" / "data"
+UPSTREAM_DIR = DATA / "tensorrt" / "upstream"
+OUT = DATA / "tensorrt_support.json"
 UPSTREAM = "onnx/onnx-tensorrt docs/operators.md"
 # version -> (table file tag, where that table comes from, note)
 VERSIONS = {
@@ -134,33 +136,39 @@ def parse_table(path: Path) -> tuple[dict, tuple[int, int]]:
     return ops, opsets
 
 
+def upstream_ref(path: Path) -> str:
+    """The provenance line the upstream copy carries (URL and ref)."""
+    first = path.read_text().splitlines()[0]
+    return first.removeprefix("<!-- onnx-surgery: ").removesuffix(" -->").strip()
+
+
 def main() -> None:
-    ref = (
-        Path(sys.argv[1])
-        if len(sys.argv) > 1
-        else ROOT.parent / "shared" / "reference" / "tensorrt-ops-by-version"
-    )
     data = {
-        "_about": "Operator tables of the TensorRT ONNX parser by version. Regenerate with "
-        "scripts/build_trt_support.py; every entry names its source.",
+        "_about": "Operator tables of the TensorRT ONNX parser by version, each distinct table once. Regenerate "
+        "with scripts/build_trt_support.py from surgery/backends/data/tensorrt/upstream/; every entry names its "
+        "source.",
+        "tables": {},
         "versions": {},
     }
     for version, (tag, source, note) in VERSIONS.items():
-        ops, (lo, hi) = parse_table(ref / f"ops_{tag}.md")
-        for op, why in ADDED.get(version, {}).items():
-            ops[op] = {"supported": True, "types": "", "restrictions": "", "const_inputs": [], "source": why}
-        data["versions"][version] = {
-            "table": tag,
-            "source": source,
-            "note": note,
-            "data_types": data_types((ref / f"ops_{tag}.md").read_text()),
-            "min_opset": lo,
-            "max_opset": hi,
-            "ops": ops,
+        path = UPSTREAM_DIR / f"operators-{tag}.md"
+        if tag not in data["tables"]:
+            ops, (lo, hi) = parse_table(path)
+            data["tables"][tag] = {
+                "upstream": upstream_ref(path),
+                "data_types": data_types(path.read_text()),
+                "min_opset": lo,
+                "max_opset": hi,
+                "ops": ops,
+            }
+        added = {
+            op: {"supported": True, "types": "", "restrictions": "", "const_inputs": [], "source": why}
+            for op, why in ADDED.get(version, {}).items()
         }
+        data["versions"][version] = {"table": tag, "source": source, "note": note, "added_ops": added}
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-    print(f"wrote {OUT}: {len(data['versions'])} versions")
+    print(f"wrote {OUT}: {len(data['versions'])} versions, {len(data['tables'])} distinct tables")
 
 
 if __name__ == "__main__":

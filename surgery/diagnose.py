@@ -1,6 +1,11 @@
 """Check one model against several targets, with a verdict cache keyed by model fingerprint + backend id +
-backend version (+ options). A target that cannot run here gives a report that says why (no verdicts); a
-backend that crashes gives UNKNOWN verdicts carrying the crash message — never a dead caller."""
+backend version + depth (+ options). A target that cannot run here gives a report that says why (no verdicts);
+a backend that crashes gives UNKNOWN verdicts carrying the crash message — never a dead caller.
+
+Depth: `parse` asks the backend's parser / importer / frontend; `build` also builds what parsed (the same build
+`onnx-surgery build` runs, without timing it), so `check --depth build` accepts exactly what `build` builds.
+Each backend has its own default (`default_depth`): parse for TensorRT, build where building is the check
+(onnxruntime session creation, OpenVINO compile_model, TVM's Relax build)."""
 
 from __future__ import annotations
 
@@ -12,7 +17,17 @@ from pathlib import Path
 from onnx import ModelProto
 
 from surgery.backends import get_backend
-from surgery.backends.base import Evidence, Report, Status, Verdict
+from surgery.backends.base import (
+    BuildOptions,
+    Evidence,
+    Message,
+    Outcome,
+    Report,
+    Stage,
+    Status,
+    Verdict,
+    error_line,
+)
 from surgery.backends.isolate import BackendCrash
 from surgery.graph import node_keys
 from surgery.model import fingerprint
@@ -24,22 +39,74 @@ _LOCK = threading.Lock()
 
 def _unavailable_report(target: str, label: str, version: str, reason: str) -> Report:
     report = Report(target, label, version)
-    report.messages.append(f"not available here: {reason}")
+    report.messages.append(Message("info", explanation=f"not available here: {reason}"))
     return report
 
 
-def _all_unknown(model: ModelProto, backend, message: str, code: str, source: str) -> Report:
+def _all_unknown(
+    model: ModelProto, backend, code: str, source: str, *, words: str = "", explanation: str = ""
+) -> Report:
     report = Report(backend.id, backend.label, backend.version, accepted=False)
-    report.messages.append(message)
+    report.messages.append(Message("error", words=words, explanation=explanation, code=code))
     report.verdicts = [
-        Verdict(k, i, n.op_type, Status.UNKNOWN, message, code, Evidence(source, backend.label))
+        Verdict(
+            k,
+            i,
+            n.op_type,
+            Status.UNKNOWN,
+            code,
+            words=words,
+            explanation=explanation,
+            evidence=Evidence(source, backend.label),
+            words_from="live" if words else "",
+        )
         for i, (k, n) in enumerate(zip(node_keys(model.graph.node), model.graph.node))
     ]
     return report
 
 
 def is_unavailable(report: Report) -> bool:
-    return report.accepted is None and not report.verdicts
+    return report.outcome is Outcome.UNAVAILABLE
+
+
+def default_depth(target: str) -> Stage:
+    return Stage(getattr(get_backend(target), "default_depth", Stage.PARSE))
+
+
+def _build_stage(report: Report, model: ModelProto, backend, base_dir) -> None:
+    """Build what parsed, as `onnx-surgery build` does (no timing runs): a failure becomes the verdict of the node
+    the builder names, or a model-level error, in the builder's words, at stage build."""
+    from surgery.build import build_model
+
+    built = build_model(backend.id, model, BuildOptions(measure=False), base_dir=base_dir)
+    report.backend_calls += 1
+    if built.ok:
+        return
+    report.accepted = False
+    by_name = {model.graph.node[v.index].name: v for v in report.verdicts if v.index >= 0}
+    hit = by_name.get(built.node) if built.node else None
+    evidence = Evidence("live builder", built.label or backend.label)
+    if hit is not None:
+        hit.status, hit.stage, hit.code, hit.words, hit.words_from = (
+            Status.REJECTED,
+            Stage.BUILD,
+            "BUILD_FAILED",
+            built.error,
+            "live",
+        )
+        hit.explanation = "the parser accepts this node; the builder refuses it"
+        hit.evidence = evidence
+    else:
+        report.messages.append(
+            Message(
+                "error",
+                words=built.error,
+                explanation="the parser accepts the model; the builder refuses it",
+                code="BUILD_FAILED",
+                stage=Stage.BUILD,
+                words_from="live",
+            )
+        )
 
 
 def check_one(
@@ -48,11 +115,20 @@ def check_one(
     base_dir: str | Path | None = None,
     *,
     fp: str | None = None,
+    depth: Stage | str | None = None,
     options: dict | None = None,
 ) -> Report:
-    """One target's report on `model` (cached). Raises UnknownBackend for a target id that does not exist."""
+    """One target's report on `model` (cached), checked to `depth` (default: the backend's own). Raises
+    UnknownBackend for a target id that does not exist."""
     backend = get_backend(target)
-    key = (fp or fingerprint(model), backend.id, backend.version, tuple(sorted((options or {}).items())))
+    depth = Stage(depth) if depth else Stage(getattr(backend, "default_depth", Stage.PARSE))
+    key = (
+        fp or fingerprint(model),
+        backend.id,
+        backend.version,
+        depth.value,
+        tuple(sorted((options or {}).items())),
+    )
     with _LOCK:
         if key in _CACHE:
             return _CACHE[key]
@@ -60,15 +136,22 @@ def check_one(
     if not available.ok:
         return _unavailable_report(backend.id, backend.label, backend.version, available.reason)
     t0 = time.perf_counter()
+    base = None if base_dir is None else str(base_dir)
     try:
-        report = backend.check(model, None if base_dir is None else str(base_dir))
-    except BackendCrash as exc:  # the backend died: that is a verdict on the model, not a dead app
-        report = _all_unknown(model, backend, str(exc), "CRASH", "crash")
+        report = backend.check(model, base, depth=depth)
+        report.depth = depth
+        if depth is Stage.BUILD and getattr(backend, "builds_in_check", False) and not report.rejected:
+            if report.outcome is Outcome.ACCEPTS:
+                _build_stage(report, model, backend, base)
+            report.seconds = time.perf_counter() - t0
+    except BackendCrash as exc:  # the backend died: that is a verdict on the model, not a dead caller
+        report = _all_unknown(model, backend, "CRASH", "crash", explanation=str(exc))
+        report.depth = depth
         report.seconds = time.perf_counter() - t0
     except Exception as exc:  # a bug on our side of the backend: say so rather than take the caller down
-        line = (str(exc).strip().splitlines() or [""])[0][:300]
-        message = f"onnx-surgery could not check with {backend.id}: {type(exc).__name__}: {line}"
-        report = _all_unknown(model, backend, message, "ERROR", "error")
+        explanation = f"onnx-surgery could not check with {backend.id}: {error_line(exc)}"
+        report = _all_unknown(model, backend, "ERROR", "error", explanation=explanation)
+        report.depth = depth
         report.seconds = time.perf_counter() - t0
         return report  # not cached: it may be transient
     with _LOCK:
@@ -83,6 +166,8 @@ def check_model(
     targets: list[str],
     base_dir: str | Path | None = None,
     progress: Callable[[float, str], None] | None = None,
+    *,
+    depth: Stage | str | None = None,
 ) -> list[Report]:
     """A report per target, in order. Unknown target ids raise UnknownBackend before any backend runs."""
     for target in targets:
@@ -92,7 +177,7 @@ def check_model(
     for k, target in enumerate(targets):
         if progress:
             progress(k / max(len(targets), 1), f"checking with {target}")
-        reports.append(check_one(model, target, base_dir, fp=fp))
+        reports.append(check_one(model, target, base_dir, fp=fp, depth=depth))
     if progress:
         progress(1.0, "done")
     return reports

@@ -166,7 +166,7 @@ class GraphFacts:
             tensors.setdefault(t.name, TensorInfo(t.name, t.data_type, tuple(t.dims)))
         for node in graph.node:
             if node.op_type == "Constant" and not node.domain:
-                t = _constant_tensor(node)
+                t = constant_tensor(node)
                 if t is not None and node.output:
                     tensors.setdefault(node.output[0], TensorInfo(node.output[0], t.data_type, tuple(t.dims)))
         order = _toposort(graph, producer)
@@ -204,6 +204,14 @@ class GraphFacts:
 
     def is_constant(self, tensor: str) -> bool:
         return tensor == "" or tensor in self.constant
+
+    def is_weights(self, tensor: str) -> bool:
+        """What TensorRT's parser takes as weights (`is_weights()`): an initializer or a Constant node's output
+        (an absent optional input counts too)."""
+        if not tensor or tensor in self.initializers:
+            return True
+        p = self.producer_of(tensor)
+        return p is not None and p.op_type == "Constant" and p.domain in ("", "ai.onnx")
 
     def producer_of(self, tensor: str) -> NodeProto | None:
         i = self.producer.get(tensor)
@@ -257,7 +265,8 @@ def _outer_reads(graph: onnx.GraphProto) -> list[str]:
     return reads
 
 
-def _constant_tensor(node: NodeProto) -> TensorProto | None:
+def constant_tensor(node: NodeProto) -> TensorProto | None:
+    """The tensor a Constant node holds in its `value` attribute (None for the value_float/ints/... forms)."""
     for a in node.attribute:
         if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
             return a.t

@@ -27,11 +27,21 @@ class Lesson:
     name: str  # file stem in sample_models/
     title: str
     backend: str  # the target that rejects it, as a `check --target` id
-    message: str  # what that backend says, in its words
     why: str
     fix: str  # what to do, in words
     rule: str | None  # id of the built-in rule that fixes it
     node: str | None  # name of the node that fails
+    depth: str = "parse"  # the check depth at which the backend refuses (build: the builder, not the parser)
+
+    def failure(self):
+        """What the backend says about the lesson's model, from a real check (the Verdict of the lesson's node, or
+        the report's first error message; None for a healthy model). Words are only ever the backend's own."""
+        from surgery.diagnose import check_one
+
+        report = check_one(build(self.name), self.backend, depth=self.depth)
+        if self.node is not None:
+            return report.by_node().get(self.node)
+        return next(iter(report.errors), None)
 
 
 def _init(name: str, array) -> T:
@@ -449,7 +459,6 @@ _lesson(
     healthy_cnn,
     title="A healthy CNN",
     backend="tensorrt-static@10.15",
-    message="(every backend accepts it)",
     why="Conv, BatchNormalization, Relu, pooling and Gemm are supported "
     "everywhere; a good model to learn the views on.",
     fix="Nothing to fix.",
@@ -460,7 +469,6 @@ _lesson(
     resize_scales_chain,
     title="Resize scales computed by a Concat(Constant, Cast(Unsqueeze(...))) chain",
     backend="tensorrt-static@8.2",
-    message='Assertion failed: scales.is_weights() && "Resize scales must be an initializer!"',
     why="TensorRT 8.2 and older build the Resize layer's scale factors at build time, so the scales input must "
     "be a constant tensor (an initializer); an old PyTorch export computes it with a chain of small ops.",
     fix="Fold the chain that computes the scales into one constant. Exact: the values are the same.",
@@ -471,7 +479,6 @@ _lesson(
     deform_conv_custom,
     title="A custom-domain deformable convolution (mmcv)",
     backend="tensorrt-static@10.15",
-    message='creator && "Plugin not found, are the plugin name, version, and namespace correct?"',
     why="TensorRT has no importer for mmcv::MMCVModulatedDeformConv2d, so the parser looks for a plugin with the "
     "same name and finds none.",
     fix="Rename the node to TensorRT's ModulatedDeformConv2d plugin (version 1) with the attribute names the "
@@ -484,8 +491,6 @@ _lesson(
     topk_computed_k,
     title="TopK with K computed from the input shape",
     backend="tensorrt-static@8.6",
-    message="This version of TensorRT only supports input K as an initializer. Try applying constant folding on "
-    "the model using Polygraphy",
     why="TensorRT 8.6 and older need K at build time; the export computes it from Shape(x).",
     fix="The input shape is static, so Shape(x) and everything after it fold to a constant K.",
     rule="fold-topk-k",
@@ -495,8 +500,6 @@ _lesson(
     squeeze_dynamic,
     title="Squeeze without axes on a dynamic input",
     backend="tensorrt-static@10.15",
-    message="Assertion failed: !isDynamic(shape): Cannot infer squeeze dimensions from a dynamic shape! Please "
-    "re-export your model with the Squeeze axes input set.",
     why="Without axes, Squeeze drops every dimension of size 1; with a dynamic batch TensorRT cannot know at "
     "build time which ones those are.",
     fix="Write the axes out: the static dims of size 1 (here axis 1).",
@@ -507,8 +510,6 @@ _lesson(
     int64_out_of_range,
     title="INT64 initializers outside the INT32 range",
     backend="tensorrt-static@8.6",
-    message="Your ONNX model has been generated with INT64 weights, while TensorRT does not natively support "
-    "INT64. Attempting to cast down to INT32. / One or more weights outside the range of INT32 was clamped",
     why="TensorRT before 9 runs integer math in INT32 and clamps INT64 constants; a Slice end of INT64_MAX is "
     "harmless, but an offset of 5e9 silently changes the result.",
     fix="Cast INT64 constants to INT32 where the values fit (clamp Slice ends to the dimension); refuse and show "
@@ -520,7 +521,6 @@ _lesson(
     ml_scaler,
     title="An ai.onnx.ml op (Scaler) from an sklearn conversion",
     backend="tensorrt-static@10.15",
-    message='creator && "Plugin not found, are the plugin name, version, and namespace correct?"',
     why="TensorRT implements no ai.onnx.ml operator; the parser falls back to a plugin that does not exist.",
     fix="Decompose Scaler into (x - offset) * scale: exact.",
     rule="ml-scaler-decompose",
@@ -530,7 +530,6 @@ _lesson(
     training_mode_ops,
     title="Dropout and BatchNormalization left in training mode",
     backend="tensorrt-static@10.15",
-    message="This version of TensorRT does not support training_mode == 1 in BatchNormalization.",
     why="The model was exported from a module in train() mode; inference engines run only inference semantics.",
     fix="Set BatchNormalization training_mode=0 and remove Dropout: the inference-mode model (changes "
     "semantics on purpose).",
@@ -541,7 +540,6 @@ _lesson(
     unique_op,
     title="Unique: a standard op TensorRT does not implement",
     backend="tensorrt-static@10.15",
-    message="false (UNSUPPORTED_NODE, checkUnique)",
     why="Unique's output size depends on the data; TensorRT lists it as not supported.",
     fix="Cut the model before Unique: the engine runs the rest, Unique runs in the host code or onnxruntime.",
     rule="split-before-unsupported-tail",
@@ -551,22 +549,23 @@ _lesson(
     if_branch_shapes,
     title="If whose branches give different shapes",
     backend="tensorrt-static@10.15",
-    message="IIfConditionalOutputLayer inputs must have the same shape.",
-    why="TensorRT needs both branches of a conditional to produce tensors of the same rank; here the condition "
-    "is a constant, so only one branch can ever run.",
+    why="The parser takes the If, but TensorRT's builder needs both branches of a conditional to produce tensors "
+    "of the same rank unless the condition is known at build time; here the condition is a constant folded from "
+    "a shape, so only one branch can ever run.",
     fix="Fold the constant condition and inline the branch that runs.",
     rule="fold-constant-if",
     node="/if/If",
+    depth="build",
 )
 _lesson(
     dynamic_input_unshaped,
     title="A dynamic input with no shape at all",
     backend="tensorrt-static@10.15",
-    message="Input image has no shape (rank unknown): TensorRT needs the rank of every network input.",
-    why="The export dropped the input's shape; builders need at least the rank, and a profile for dynamic dims.",
+    why="The export dropped the input's shape. TensorRT then imports the input as a scalar (rank 0), and the Conv "
+    "that reads it finds no spatial dims.",
     fix="Freeze the input to the shape it is used with ([1, 3, 32, 32]), then infer shapes again.",
     rule="freeze-unshaped-input",
-    node=None,
+    node="/conv/Conv",
 )
 
 

@@ -176,14 +176,14 @@ def constant_value(facts: GraphFacts, tensor: str, limit: int = 64):
     elements (a numpy array), else None. External data is not read."""
     from onnx import numpy_helper
 
-    from surgery.graph import _constant_tensor
+    from surgery.graph import constant_tensor
 
     t = facts.initializers.get(tensor)
     if t is None:
         producer = facts.producer_of(tensor)
         if producer is None or producer.op_type != "Constant":
             return None
-        t = _constant_tensor(producer)
+        t = constant_tensor(producer)
     if t is None or t.data_location == 1:  # EXTERNAL
         return None
     n = 1
@@ -200,8 +200,8 @@ def constant_value(facts: GraphFacts, tensor: str, limit: int = 64):
 def _title(node, key: str, verdicts: dict[str, Verdict]) -> str:
     v = verdicts.get(key)
     text = f"{node.op_type} {key}"
-    if v is not None and v.message:
-        text += f"\n{v.status.value}: {v.message[:300]}"
+    if v is not None and v.reason():
+        text += f"\n{v.status.value}: {v.reason()}"
     return text
 
 

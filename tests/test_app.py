@@ -150,7 +150,9 @@ def test_a_lesson_is_walked_through_to_the_numbers():
     at.run()
     assert not at.exception
     steps = [m.value for m in at.markdown if m.value.startswith("**")]
-    assert any(s.startswith("**2. The red node** `/up/Resize`") and "rejected" in s for s in steps)
+    assert any(s.startswith("**2. The red node** `/up/Resize`") for s in steps)
+    assert any("rejected at parse" in m.value for m in at.markdown)
+    assert any("Resize scales must be an initializer!" in c.value for c in at.code)  # the parser's words
     assert any(s.startswith("**4. It turns supported**") for s in steps)
     assert any(s.value.startswith("verified (exact") for s in at.success)
 

@@ -43,7 +43,8 @@ def test_custom_op_rejected_by_plugin_fallback_in_the_parsers_words(trt):
     r = trt.check(build("deform_conv_custom"))
     (v,) = r.rejected
     assert v.node == "/dcn/MMCVModulatedDeformConv2d" and v.code == "INVALID_NODE"
-    assert "Plugin not found, are the plugin name, version, and namespace correct?" in v.message
+    assert v.words == 'creator && "Plugin not found, are the plugin name, version, and namespace correct?"'
+    assert v.words_from == "live" and "checkFallbackPluginImporter" in v.explanation
     assert v.evidence.source == "live parser"
     assert all(s is Status.SUPPORTED for k, s in statuses(r).items() if k != v.node)
 
@@ -51,7 +52,7 @@ def test_custom_op_rejected_by_plugin_fallback_in_the_parsers_words(trt):
 def test_unsupported_standard_op_gets_the_static_checkers_false(trt):
     r = trt.check(build("unique_op"))
     (v,) = r.rejected
-    assert v.node == "/post/Unique" and v.code == "UNSUPPORTED_NODE" and v.message.startswith("false")
+    assert v.node == "/post/Unique" and v.code == "UNSUPPORTED_NODE" and v.words == "false"
     assert statuses(r)["/pre/Relu"] is Status.SUPPORTED
 
 
@@ -98,7 +99,8 @@ def test_rtx_says_when_a_plugin_is_missing_rather_than_blaming_tensorrt(trt):
     )
     r = trt.check(helper.make_model(g, ir_version=8, opset_imports=[helper.make_opsetid("", 13)]))
     (v,) = r.verdicts
-    assert v.status is Status.UNKNOWN and "TensorRT-RTX has no NonZero plugin" in v.message
+    assert v.status is Status.UNKNOWN and "TensorRT-RTX has no NonZero plugin" in v.explanation
+    assert "plugin" in v.words and v.words_from == "live"  # RTX's own words stay, apart from ours
 
 
 def test_verdicts_agree_with_the_whole_model_outcome(trt, onnx_node_tests):
@@ -123,7 +125,7 @@ def test_verdicts_agree_with_the_whole_model_outcome(trt, onnx_node_tests):
         m.CopyFrom(proto)
         m.ir_version = min(m.ir_version, 10)
         r = trt.check(m)
-        assert (not r.rejected and not r.messages) == bool(r.accepted), (name, r.to_dict())
+        assert (not r.rejected and not r.errors) == bool(r.accepted), (name, r.to_dict())
 
 
 def test_a_crash_becomes_a_backend_crash_not_a_dead_caller(monkeypatch, trt):
@@ -146,7 +148,7 @@ def test_a_crash_becomes_a_backend_crash_not_a_dead_caller(monkeypatch, trt):
     clear_cache()
     r = check_one(slow, "tensorrt")
     assert r.accepted is False and all(v.status is Status.UNKNOWN for v in r.verdicts)
-    assert "timed out" in r.messages[0]
+    assert "timed out" in r.messages[0].explanation and r.outcome.value == "cannot confirm"
     clear_cache()
 
 

@@ -20,7 +20,7 @@ CPU = [b for b in ("onnxruntime", "openvino", "tvm") if importlib.util.find_spec
 
 
 def rejected(report):
-    return {v.node: v.message for v in report.rejected}
+    return {v.node: v.words or v.explanation for v in report.rejected}
 
 
 def node_tests(modules: list[str], names: list[str] | None = None) -> list[tuple[str, onnx.ModelProto]]:
@@ -75,7 +75,7 @@ MODULES = (MODULES + " layernormalization castlike scatternd cumsum reshape lstm
 def test_custom_op_is_rejected_by_name_and_the_rest_supported(backend):
     r = get_backend(backend).check(build("deform_conv_custom"))
     assert list(rejected(r)) == ["/dcn/MMCVModulatedDeformConv2d"] and r.accepted is False
-    assert "MMCVModulatedDeformConv2d" in r.rejected[0].message
+    assert "MMCVModulatedDeformConv2d" in r.rejected[0].words
     assert sum(v.status is Status.SUPPORTED for v in r.verdicts) == 4
 
 
@@ -99,7 +99,7 @@ def test_backend_specific_reasons():
         assert "not supported for frontend ONNX: Scaler" in rejected(r)["/prep/Scaler"]
         assert r.rejected[0].evidence.source == "probe" and r.rejected[0].code == "OP_NOT_IMPLEMENTED"
     r = get_backend("onnxruntime").check(build("deform_conv_custom"))
-    assert "mmcv:MMCVModulatedDeformConv2d(-1) is not a registered function/op" in r.rejected[0].message
+    assert "mmcv:MMCVModulatedDeformConv2d(-1) is not a registered function/op" in r.rejected[0].words
 
 
 def _fake_relu(domain: str) -> onnx.ModelProto:
@@ -132,7 +132,7 @@ def test_per_node_verdicts_agree_with_the_whole_model_outcome(backend):
     outcomes = set()
     for name, m in picked:
         r = b.check(m)
-        assert (not r.rejected and not r.messages) == bool(r.accepted), (backend, name, r.to_dict())
+        assert (not r.rejected and not r.errors) == bool(r.accepted), (backend, name, r.to_dict())
         assert len(r.verdicts) == len(m.graph.node)
         outcomes.add(bool(r.accepted))
     assert outcomes == {True, False}  # the slice has models each backend takes and models it refuses
@@ -145,7 +145,7 @@ def test_agreement_on_a_wider_slice_of_node_tests(backend):
     b = get_backend(backend)
     for name, m in picked:
         r = b.check(m)
-        assert (not r.rejected and not r.messages) == bool(r.accepted), (backend, name, r.to_dict())
+        assert (not r.rejected and not r.errors) == bool(r.accepted), (backend, name, r.to_dict())
 
 
 def test_isolated_calls_survive_crashes_timeouts_and_exceptions():
@@ -178,7 +178,7 @@ class _Crashing:
     def availability(self):
         return Availability(True, "always")
 
-    def check(self, model, base_dir=None) -> Report:
+    def check(self, model, base_dir=None, depth=None) -> Report:
         call_isolated("surgery.backends.isolate:crash_for_test", signal.SIGSEGV, timeout=30)
         raise AssertionError("unreachable")
 
@@ -195,8 +195,8 @@ def test_a_backend_crash_becomes_unknown_verdicts_with_the_crash_message():
     clear_cache()
     r = check_one(build("healthy_cnn"), "crashing")
     assert r.accepted is False and len(r.verdicts) == 10
-    assert {(v.status, v.code, v.message) for v in r.verdicts} == {
-        (Status.UNKNOWN, "CRASH", "backend crashed: signal 11 (SIGSEGV)")
+    assert {(v.status, v.code, v.words, v.explanation) for v in r.verdicts} == {
+        (Status.UNKNOWN, "CRASH", "", "backend crashed: signal 11 (SIGSEGV)")
     }
 
 
@@ -204,7 +204,10 @@ def test_an_unavailable_backend_is_reported_with_its_reason():
     register("missing", _Missing)
     r = check_one(build("healthy_cnn"), "missing")
     assert r.accepted is None and not r.verdicts
-    assert r.messages == ["not available here: missing not installed (pip install missing)"]
+    assert [m.explanation for m in r.messages] == [
+        "not available here: missing not installed (pip install missing)"
+    ]
+    assert r.outcome.value == "unavailable"
 
 
 def test_registry_ids_and_errors():
@@ -244,7 +247,7 @@ def test_a_node_fed_by_an_untyped_tensor_is_unknown_not_rejected():
     verdicts = r.by_node()
     assert verdicts["foo"].status is Status.REJECTED and verdicts["foo"].code == "OP_NOT_IMPLEMENTED"
     assert verdicts["conv"].status is Status.UNKNOWN and verdicts["conv"].code == "PROBE_CONTEXT"
-    assert "input 'f' has no known type or rank" in verdicts["conv"].message
+    assert "input 'f' has no known type or rank" in verdicts["conv"].explanation
 
 
 def test_reports_are_cached_by_fingerprint_and_backend():

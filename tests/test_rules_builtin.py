@@ -10,7 +10,8 @@ import onnx
 import pytest
 
 from surgery.backends import get_backend
-from surgery.backends.base import Status
+from surgery.backends.base import Stage, Status
+from surgery.diagnose import check_one, clear_cache
 from surgery.fixes import FixError
 from surgery.rulebook import load_rules, propose
 from surgery.rulebook.docs import DOCS, render
@@ -112,8 +113,8 @@ def test_rule_fires_fixes_and_turns_the_static_verdict(rule_id, tmp_path):
         onnx.checker.check_model(ws.current, full_check=True)
     if target is None:
         return
-    before = get_backend(target).check(fx.model)
-    after = get_backend(target).check(ws.current)
+    before = get_backend(target).check(fx.model, depth=Stage.BUILD)  # parse and build-stage checks
+    after = get_backend(target).check(ws.current, depth=Stage.BUILD)
     if rule_id in NOT_PREDICTED:
         assert before.by_node()[fx.node].status is not Status.REJECTED  # if this changes, move the rule out
         return
@@ -135,12 +136,17 @@ def test_rule_turns_the_live_tensorrt_verdict(rule_id, tmp_path):
     if rule_id in REFUSES:
         pytest.skip(f"{rule_id} refuses on its fixture by design")
     rule, fx, _, ws = fixed(rule_id, tmp_path)
-    before = trt.check(fx.model)
+    depth = (
+        Stage.BUILD if "BUILD_FAILED" in rule.answers else Stage.PARSE
+    )  # the builder refuses, not the parser
+    clear_cache()
+    before = check_one(fx.model, "tensorrt", depth=depth)
     verdict = before.by_node().get(fx.node)
     if verdict is None or verdict.status is not Status.REJECTED:
         pytest.skip(
             f"{trt.label} does not reject the fixture's '{fx.node}' "
             f"({verdict.status.value if verdict else 'no verdict'}): the failure is specific to older versions"
         )
-    after = trt.check(ws.current, str(tmp_path))
-    assert fx.node not in {v.node for v in after.rejected}, [v.message for v in after.rejected]
+    after = check_one(ws.current, "tensorrt", str(tmp_path), depth=depth)
+    assert fx.node not in {v.node for v in after.rejected}, [v.to_dict() for v in after.rejected]
+    assert after.outcome.value != "rejects", after.to_dict()

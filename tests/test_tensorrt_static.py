@@ -8,17 +8,19 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from surgery.backends.base import Status
+from surgery.backends.base import Stage, Status
 from surgery.backends.tensorrt_static import (
-    CONST_INPUT_TEXTS,
-    CONSTRAINTS,
-    DATA,
     STANDARD_PLUGINS,
     SUPPORTED_VERSIONS,
-    _vt,
+    TABLES_PATH,
+    load_checks,
     make,
     resolve_version,
+    support_data,
 )
+from surgery.rulebook import load_rules
+from surgery.rulebook.matcher import Context
+from surgery.rulebook.suggest import rules_for
 from surgery.samples import build, lessons
 
 F = TensorProto.FLOAT
@@ -50,25 +52,22 @@ def _verdict(version, model, node="n"):
 
 
 @pytest.mark.parametrize("lesson", [x for x in lessons() if x.backend.startswith("tensorrt-static")], ids=str)
-def test_each_lesson_backend_rejects_the_lessons_node_in_its_words(lesson):
-    r = make(lesson.backend.split("@")[1]).check(build(lesson.name))
-    assert r.backend == lesson.backend
-    if lesson.node is None:  # healthy_cnn, or a model-level problem
-        if lesson.rule is None:
-            assert r.accepted, r.to_dict()
-            return
-        assert r.accepted is False and r.messages
-    else:
-        rejected = {v.node: v for v in r.rejected}
-        assert lesson.node in rejected, r.to_dict()
-        v = rejected[lesson.node]
-        assert v.evidence.source == "support table" and f"@ TensorRT {r.version}" in v.evidence.detail
-        assert lesson.rule in v.rules
-        # any other rejected node is fixed by the same rule (training_mode_ops: BatchNormalization and Dropout)
-        assert all(lesson.rule in x.rules for x in r.rejected), [x.node for x in r.rejected]
-        assert r.accepted is False
-    words = lesson.message.split(" (")[0].split(" / ")[0][:60]
-    assert any(words in text for text in [v.message for v in r.rejected] + r.messages), (words, r.to_dict())
+def test_each_lesson_backend_refuses_the_lessons_node_and_its_rule_is_suggested(lesson):
+    model = build(lesson.name)
+    r = make(lesson.backend.split("@")[1]).check(model, depth=Stage(lesson.depth))
+    if lesson.node is None:  # healthy_cnn
+        assert r.accepted and lesson.rule is None, r.to_dict()
+        return
+    v = {x.node: x for x in r.rejected}[lesson.node]
+    assert v.evidence.source == "support table" and f"@ TensorRT {r.version}" in v.evidence.detail
+    assert v.explanation and (v.words_from if v.words else True)
+    rules = load_rules()
+    assert lesson.rule in rules_for(Context(model), v, r.backend, rules)
+    # every other refused node gets a rule too (training_mode_ops: its Dropout gets dropout-training-mode)
+    assert all(rules_for(Context(model), x, r.backend, rules) for x in r.rejected), [
+        x.node for x in r.rejected
+    ]
+    assert r.accepted is False and lesson.failure().words == v.words
 
 
 @pytest.mark.parametrize("version", SUPPORTED_VERSIONS)
@@ -120,53 +119,54 @@ def test_version_strings_and_unknown_versions():
 
 
 def test_versions_without_a_table_say_which_table_they_use():
-    data = json.loads(DATA.read_text())["versions"]
+    data = json.loads(TABLES_PATH.read_text())["versions"]
     assert {"8.0", "8.2", "8.4", "8.5", "8.6", "9.0", "9.3", "10.0", "10.15", "11.1"} <= set(data)
     assert all(f"10.{m}" in data for m in range(16))
     assert data["10.12"]["table"] == "10.10-GA" and "10.10" in data["10.12"]["note"]
-    assert data["11.1"]["table"] == "10.15" and "Swish" in data["11.1"]["ops"]
-    assert "Swish" not in data["10.15"]["ops"]
+    assert data["11.1"]["table"] == "10.15" and "Swish" in data["11.1"]["added_ops"]
+    assert "Swish" not in make("10.15").table["ops"] and "Swish" in make("11.1").table["ops"]
 
 
-def test_every_fact_has_a_source():
-    data = json.loads(DATA.read_text())
+def test_each_distinct_table_is_stored_once_with_its_upstream_source():
+    data = support_data()
+    used = {v["table"] for v in data["versions"].values()}
+    assert used == set(data["tables"])
+    for tag, table in data["tables"].items():
+        assert "onnx/onnx-tensorrt docs/operators.md" in table["upstream"], tag
+        assert table["max_opset"] >= 13 and table["ops"] and table["data_types"], tag
     for version, entry in data["versions"].items():
         assert entry["source"].startswith("onnx/onnx-tensorrt docs/operators.md"), version
-        assert entry["max_opset"] >= 13 and entry["ops"] and entry["data_types"], version
-        for op, row in entry["ops"].items():
-            assert row.get("source") or entry["table"], (version, op)
-        added = {op for op, row in entry["ops"].items() if "source" in row}
-        assert all("CHANGELOG" in entry["ops"][op]["source"] for op in added)
-    for c in CONSTRAINTS:
-        assert c.source and c.message and c.func and _vt(c.since) <= _vt(c.until), c.id
+        assert all("CHANGELOG" in row["source"] for row in entry["added_ops"].values()), version
     assert all(source for _, source in STANDARD_PLUGINS.values())
-    assert all(row[-1] for row in CONST_INPUT_TEXTS)
+    assert all(c.source for c in load_checks())
+
+
+def test_the_tables_regenerate_from_the_repository_alone(tmp_path):
+    before = TABLES_PATH.read_bytes()
+    root = TABLES_PATH.parents[3]
+    out = subprocess.run(
+        [sys.executable, str(root / "scripts" / "build_trt_support.py")], capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    assert TABLES_PATH.read_bytes() == before
 
 
 # -- messages pinned where the parser's text is known -----------------------------------------------------------
 
 
-def test_exact_parser_texts():
+def test_words_change_with_the_version_and_say_where_they_come_from():
     r = make("8.2").check(build("resize_scales_chain"))
-    assert r.rejected[0].message.startswith(
-        'Assertion failed: scales.is_weights() && "Resize scales must be an initializer!"'
-    )
-    r = make("10.15").check(build("unique_op"))
-    assert r.rejected[0].message == "false (checkUnique)" and r.rejected[0].code == "UNSUPPORTED_NODE"
-    r = make("8.6").check(build("unique_op"))  # no static checkers before 9.3: the plugin fallback answers
-    assert r.rejected[0].message.startswith('Assertion failed: creator && "Plugin not found')
-    pool = _model(
-        [helper.make_node("MaxPool", ["x"], ["y"], name="n", kernel_shape=[2, 2], dilations=[2, 2])],
-        [_vi("x")],
-        [_vi("y", shape=None)],
-    )
-    assert _verdict("10.15", pool).message.startswith(
-        '(dilations[i] == 1) && "This version of TensorRT does not support dilations other than 1."'
-    )
-    cast = _one("Cast", to=TensorProto.FLOAT8E5M2)
-    v = _verdict("10.15", cast)
-    assert v.code == "INVALID_NODE" and v.message.startswith(
-        'convertDtype(onnxType, &newType) && "Unsupported data type for the Cast operator!"'
+    v = r.rejected[0]
+    assert v.words == 'Assertion failed: scales.is_weights() && "Resize scales must be an initializer!"'
+    assert "builtin_op_importers.cpp @ 8.2-GA" in v.words_from and "scales" in v.explanation
+    new = make("10.15").check(build("unique_op")).rejected[0]
+    assert new.words == "false" and new.code == "UNSUPPORTED_NODE" and new.checks == ("table-unsupported",)
+    assert new.words_from.startswith("recorded from TensorRT-RTX") and "not supported (N)" in new.explanation
+    old = (
+        make("8.6").check(build("unique_op")).rejected[0]
+    )  # no static checkers before 9.3: the plugin fallback
+    assert (
+        old.words.startswith('Assertion failed: creator && "Plugin not found') and "8.6-GA" in old.words_from
     )
     assert _verdict("10.15", _one("Cast", to=TensorProto.FLOAT8E4M3FN)).status is Status.SUPPORTED
 
@@ -179,7 +179,7 @@ def test_resize_attributes_by_version():
     )
     m = _model([n], [_vi("x")], [_vi("y", shape=None)], [scales], opset=18)
     v = _verdict("10.15", m)
-    assert v.code == "UNSUPPORTED_NODE_ATTR" and "Only `stretch` is supported currently" in v.message
+    assert v.code == "UNSUPPORTED_NODE_ATTR" and "Only `stretch` is supported currently" in v.words
     assert _verdict("8.6", m).status is Status.SUPPORTED  # no checkResize before 9.x
 
 
@@ -191,19 +191,19 @@ def test_plugin_named_op_is_found_from_the_version_that_ships_the_plugin():
     assert _verdict("8.6", m).status is Status.SUPPORTED and _verdict("10.15", m).status is Status.SUPPORTED
     v = _verdict("8.5", m)
     assert v.status is Status.REJECTED and v.code == "UNSUPPORTED_NODE"
-    assert v.message.startswith('Assertion failed: creator && "Plugin not found')
+    assert v.words.startswith('Assertion failed: creator && "Plugin not found')
     other = _verdict("10.15", _one("MyFancyOp", "com.example"))
     assert other.status is Status.REJECTED and other.code == "INVALID_NODE"
-    assert other.message == (
-        'creator && "Plugin not found, are the plugin name, version, and namespace correct?" '
-        "(checkFallbackPluginImporter)"
+    assert (
+        other.words == 'creator && "Plugin not found, are the plugin name, version, and namespace correct?"'
     )
+    assert "com.example::MyFancyOp" in other.explanation
 
 
 def test_standard_op_name_in_another_domain_is_imported_as_the_standard_op():
     assert _verdict("10.15", _one("Relu", "com.example")).status is Status.SUPPORTED
     ml = _verdict("10.15", _one("Scaler", "ai.onnx.ml"))
-    assert ml.status is Status.REJECTED and "Plugin not found" in ml.message
+    assert ml.status is Status.REJECTED and "Plugin not found" in ml.words
 
 
 # -- constraints ------------------------------------------------------------------------------------------------
@@ -223,9 +223,9 @@ def _slice_or_add(op):
 
 def test_int64_beyond_int32_matters_only_where_clamping_changes_results():
     s = _verdict("8.6", _slice_or_add("Slice"))
-    assert s.status is Status.SUPPORTED and "note" in s.message and "Slice" in s.message
+    assert s.status is Status.SUPPORTED and "clamped" in s.explanation and "Slice" in s.explanation
     a = _verdict("8.6", _slice_or_add("Add"))
-    assert a.status is Status.REJECTED and "int64-initializers-to-int32" in a.rules
+    assert a.status is Status.REJECTED and a.stage is Stage.RUN and a.checks == ("int64-clamped",)
     assert _verdict("10.15", _slice_or_add("Add")).status is Status.SUPPORTED
 
 
@@ -238,8 +238,8 @@ def test_reduce_axes_must_be_constant_per_the_table():
         return _model([n], ins, [_vi("y", shape=None)], [] if axes_is_input else [axes], opset=18)
 
     v = _verdict("10.15", reduce(True))
-    assert v.status is Status.REJECTED and "Axis input must resolve to a build-time constant" in v.message
-    assert _verdict("10.10", reduce(True)).message.startswith(
+    assert v.status is Status.REJECTED and "Axis input must resolve to a build-time constant" in v.words
+    assert _verdict("10.10", reduce(True)).words.startswith(
         "Assertion failed: inputAxes.is_weights(): Axis input must be an initializer!"
     )
     assert _verdict("10.15", reduce(False)).status is Status.SUPPORTED
@@ -253,9 +253,9 @@ def test_uint8_intermediate_and_unsupported_input_types():
     ]
     m = _model(nodes, [_vi("x", shape=[4])], [_vi("y", shape=[4])])
     v = make("10.15").check(m).by_node()["to_u8"]
-    assert v.status is Status.REJECTED and "UINT8 types for intermediate tensors" in v.message
+    assert v.status is Status.REJECTED and "UINT8 types for intermediate tensors" in v.words
     r = make("10.15").check(_one("Relu", dtype=TensorProto.INT16))
-    assert r.accepted is False and any("Failed to convert ONNX date type" in x for x in r.messages)
+    assert r.accepted is False and any("Failed to convert ONNX date type" in m.words for m in r.errors)
     assert r.by_node()["n"].status is Status.SUPPORTED  # the input is at fault, not the Relu
 
 
@@ -263,9 +263,10 @@ def test_model_level_messages_opset_warns_unshaped_input_blocks():
     m = build("healthy_cnn")
     m.opset_import[0].version = 19
     r = make("8.2").check(m)
-    assert any("opset 19" in x and x.startswith("warning") for x in r.messages) and r.accepted
+    assert any("opset 19" in x.explanation and x.level == "warning" for x in r.messages) and r.accepted
     r = make("10.15").check(build("dynamic_input_unshaped"))
-    assert r.accepted is False and any(x.startswith("error: Input") for x in r.messages)
+    assert r.accepted is False and any("no shape" in x.explanation for x in r.messages)
+    assert r.by_node()["/conv/Conv"].checks == ("unshaped-input-conv",)
 
 
 def test_control_flow_body_with_an_unsupported_op_rejects_the_control_flow_node():
@@ -280,7 +281,8 @@ def test_control_flow_body_with_an_unsupported_op_rejects_the_control_flow_node(
     )
     m = _model([n], [_vi("c", TensorProto.BOOL, []), _vi("x", shape=[4])], [_vi("y", shape=[4])])
     v = _verdict("10.15", m)
-    assert v.status is Status.REJECTED and v.message.startswith("false (checkUnique; in the body of If)")
+    assert v.status is Status.REJECTED and v.words == "false" and v.checks == ("table-unsupported",)
+    assert v.explanation.startswith("in its body, Unique")
 
 
 # -- against a real 10.x-era parser ---------------------------------------------------------------------------
@@ -308,4 +310,4 @@ def test_prediction_matches_the_tensorrt_rtx_parser(name, tmp_path):
     if live == "OK":
         assert r.accepted
     else:
-        assert not r.accepted and any(live in v.message for v in r.rejected), (live, r.to_dict())
+        assert not r.accepted and any(live in v.words for v in r.rejected), (live, r.to_dict())

@@ -10,7 +10,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # app/: adapter, s
 import adapter  # noqa: E402
 import sidebar  # noqa: E402
 import streamlit as st  # noqa: E402
+from verdicts import md_escape, show_message, show_report_banner, show_verdict  # noqa: E402
 
+from surgery.backends.base import Verdict  # noqa: E402
 from surgery.samples import lessons  # noqa: E402
 
 sidebar.render()
@@ -33,15 +35,11 @@ def show_walkthrough(name: str) -> None:
     before, verdict = w["before"], w["verdict"]
     st.markdown(f"**1. Open the broken model** `{name}.onnx` and check it with **{before.label}**.")
     if verdict is not None:
-        st.markdown(
-            f"**2. The red node** `{verdict.node}` ({verdict.op_type}) is **{verdict.status.value}**:"
-        )
-        st.code(verdict.message, language=None, wrap_lines=True)
-        st.caption(f"evidence: {verdict.evidence.source} — {verdict.evidence.detail}")
+        st.markdown(f"**2. The red node** `{verdict.node}` ({verdict.op_type}):")
+        show_verdict(verdict, before.label)
     else:
-        st.markdown(f"**2. The backend's words** ({len(before.rejected)} node(s) rejected):")
-        for m in before.messages or [v.message for v in before.rejected[:1]]:
-            st.code(m, language=None, wrap_lines=True)
+        st.markdown(f"**2. What {md_escape(before.label)} says** ({len(before.rejected)} node(s) rejected):")
+        show_report_banner(before)
     p = w["proposal"]
     if p is None:
         st.warning(w.get("error", "no proposal"))
@@ -50,9 +48,11 @@ def show_walkthrough(name: str) -> None:
     given = (
         f" — with {', '.join(f'{k} = {v}' for k, v in asked.items())} (the rule asks for it)" if asked else ""
     )
-    st.markdown(f"**3. Apply the fix** `{p.rule.id}` (safety: **{p.safety}**): {p.description}{given}")
+    st.markdown(
+        f"**3. Apply the fix** `{p.rule.id}` (safety: **{p.safety}**): {md_escape(p.description)}{md_escape(given)}"
+    )
     if "applied" not in w:
-        st.info(f"The fix refuses, in its own words: {w.get('error')}", icon=":material/front_hand:")
+        st.info(f"The fix refuses: {md_escape(w.get('error'))}", icon=":material/front_hand:")
         return
     after = w["after"]
     if after is not None:
@@ -86,9 +86,13 @@ for lesson in lessons():
     with st.container(border=True):
         st.markdown(f"#### {lesson.title}")
         st.markdown(f"**Fails in** `{lesson.backend}`" + (f" at node `{lesson.node}`" if lesson.node else ""))
-        st.code(lesson.message, language=None, wrap_lines=True)
-        st.markdown(f"**Why.** {lesson.why}")
-        st.markdown(f"**Fix.** {lesson.fix}" + (f" Rule: `{lesson.rule}`." if lesson.rule else ""))
+        failure = adapter.lesson_failure(lesson.name)
+        if isinstance(failure, Verdict):
+            show_verdict(failure, lesson.backend)
+        elif failure is not None:
+            show_message(failure)
+        st.markdown(f"**Why.** {md_escape(lesson.why)}")
+        st.markdown(f"**Fix.** {md_escape(lesson.fix)}" + (f" Rule: `{lesson.rule}`." if lesson.rule else ""))
         if lesson.rule:
             b = st.columns([1, 1, 3])
             b[0].button("Walk through", key=f"walk-{lesson.name}", on_click=walk, args=(lesson.name,))

@@ -12,6 +12,7 @@ import adapter  # noqa: E402
 import pandas as pd  # noqa: E402
 import sidebar  # noqa: E402
 import streamlit as st  # noqa: E402
+from verdicts import md_escape, show_report_banner, words_block  # noqa: E402
 
 sidebar.render()
 
@@ -26,9 +27,11 @@ for r in reports:
     rows.append(
         {
             "backend": r.label,
+            "outcome": r.outcome.value,
+            "checked to": r.depth.value,
             "rejected": len(r.rejected),
+            "unknown": len(r.unknown),
             "nodes": len(r.verdicts),
-            "accepted": "yes" if r.accepted else "no" if r.accepted is False else "?",
             "seconds": round(r.seconds, 3),
             "backend calls": r.backend_calls,
         }
@@ -41,16 +44,19 @@ if rows:
         st.bar_chart(chart)
 for r in reports:
     st.subheader(r.label)
-    for m in r.messages:
-        st.warning(m)
+    show_report_banner(r)
     groups = defaultdict(list)
-    for v in r.rejected:
-        groups[(v.code, v.message)].append(v)
-    if not groups and r.verdicts and all(v.status.value == "supported" for v in r.verdicts):
-        st.success("Every node is supported.")
-    for (code, message), vs in groups.items():
-        with st.expander(f"{len(vs)} × {code or 'REJECTED'}: {message[:120]}"):
-            st.code(message, language=None, wrap_lines=True)
+    for v in r.rejected + r.unknown:
+        groups[(v.status.value, v.stage, v.code, v.words, v.words_from, v.explanation)].append(v)
+    for (status, stage, code, words, words_from, explanation), vs in groups.items():
+        head = "cannot confirm" if status == "unknown" else "rejected"
+        with st.expander(
+            f"{len(vs)} × {head} at {stage.value} {code}: {md_escape((words or explanation)[:120])}"
+        ):
+            if words:
+                words_block(f"{stage.value} stage says", words, words_from)
+            if explanation:
+                st.markdown(f"**Why** (our explanation): {md_escape(explanation)}")
             for v in vs:
                 if st.button(f"{v.op_type} {v.node}", key=f"ov-{r.backend}-{v.node}"):
                     adapter.state().selected = v.node

@@ -14,6 +14,7 @@ import sidebar  # noqa: E402
 import streamlit as st  # noqa: E402
 from graph_component import graph  # noqa: E402
 from onnx import helper  # noqa: E402
+from verdicts import md_escape, show_report_banner, show_verdict  # noqa: E402
 
 from surgery.view import COLORS, LEGEND, constant_value, next_rejected, scope_label, search  # noqa: E402
 
@@ -110,15 +111,7 @@ with left:
 
 with right:
     for r in reports:
-        if r.rejected:
-            st.error(
-                f"**{r.label}** rejects {len(r.rejected)} of {len(r.verdicts)} node(s).",
-                icon=":material/block:",
-            )
-        elif r.accepted or (r.verdicts and not r.messages):
-            st.success(f"**{r.label}** accepts the model.", icon=":material/check_circle:")
-        for m in r.messages:
-            st.warning(f"**{r.label}**: {m}")
+        show_report_banner(r)
     key = s.selected
     if not key or key not in facts.index:
         st.subheader("Inspector")
@@ -131,15 +124,8 @@ with right:
         )
         for r in reports:
             v = r.by_node().get(key)
-            if v is None:
-                continue
-            icon = {"supported": ":material/check_circle:", "rejected": ":material/block:"}.get(
-                v.status.value, ":material/help:"
-            )
-            st.markdown(f"{icon} **{r.label}**: {v.status.value}" + (f" — `{v.code}`" if v.code else ""))
-            if v.message:
-                st.code(v.message, language=None, wrap_lines=True)
-            st.caption(f"evidence: {v.evidence.source} — {v.evidence.detail}")
+            if v is not None:
+                show_verdict(v, r.label)
 
         st.markdown("**Fixes**")
         props = adapter.proposals(key)
@@ -147,8 +133,8 @@ with right:
             st.caption("No rule matches this node for the chosen targets.")
         for p in props:
             with st.container(border=True):
-                st.markdown(f"**{p.rule.title}**  \n`{p.rule.id}` · safety: **{p.safety}**")
-                st.caption(p.rule.why)
+                st.markdown(f"**{md_escape(p.rule.title)}**  \n`{p.rule.id}` · safety: **{p.safety}**")
+                st.caption(md_escape(p.rule.why))
                 if p.step is None:
                     text = st.text_input(
                         f"The rule asks for {p.needs}",
@@ -161,7 +147,7 @@ with right:
                     p = next((q for q in asked if q.rule.id == p.rule.id and q.step is not None), p)
                     if p.step is None:
                         continue
-                st.caption(f"step: {p.step.describe()}")
+                st.caption(f"step: {md_escape(p.step.describe())}")
                 if st.toggle("Preview", key=f"preview-{p.rule.id}"):
                     diff = adapter.preview(p)
                     st.markdown(
@@ -224,7 +210,8 @@ with hist:
     for n, step in enumerate(ws.steps, 1):
         done = n <= ws.cursor
         row = st.columns([6, 2])
-        row[0].markdown(("" if done else "~~") + f"{n}. {step.describe()}" + ("" if done else "~~ (undone)"))
+        text = md_escape(step.describe())
+        row[0].markdown(("" if done else "~~") + f"{n}. {text}" + ("" if done else "~~ (undone)"))
         node_key = adapter.step_node(n) or (s.selected if s.selected in facts.index else None)
         if done and node_key and row[1].button("Save as rule", key=f"save_rule-{n}"):
             try:

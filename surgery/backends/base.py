@@ -38,6 +38,24 @@ class Status(StrEnum):
     UNKNOWN = "unknown"
 
 
+class Stage(StrEnum):
+    """Where a backend refuses: its ONNX parser / importer / frontend, its engine build / compile / codegen, or
+    running the result."""
+
+    PARSE = "parse"
+    BUILD = "build"
+    RUN = "run"
+
+
+class Outcome(StrEnum):
+    """One answer per report, the same in the CLI, JSON, SARIF and the app."""
+
+    ACCEPTS = "accepts"
+    REJECTS = "rejects"
+    CANNOT_CONFIRM = "cannot confirm"  # nothing rejected, but some verdict is unknown
+    UNAVAILABLE = "unavailable"  # the backend cannot run here
+
+
 @dataclass(frozen=True)
 class Availability:
     ok: bool
@@ -48,25 +66,73 @@ class Availability:
 
 @dataclass(frozen=True)
 class Evidence:
-    source: str  # "live parser" | "probe" | "support table" | "whole model" | "crash"
+    source: str  # "live parser" | "live builder" | "probe" | "support table" | "whole model" | "crash"
     detail: str = ""  # "TensorRT-RTX 1.7.1.116 ONNX parser", "onnx-tensorrt docs/operators.md @ 8.2-GA", ...
 
 
 @dataclass
 class Verdict:
+    """A backend's answer on one node. `words` is only ever the backend's exact text (from this run, or recorded
+    from a real run / its source, as `words_from` says); `explanation` is ours and is shown apart from it."""
+
     node: str  # node key (surgery.graph.node_keys)
     index: int  # index in graph.node, -1 when not tied to a node
     op_type: str
     status: Status
-    message: str = ""  # the backend's own words
-    code: str = ""  # backend's error code, e.g. UNSUPPORTED_NODE
+    code: str = ""  # the backend's error code, e.g. UNSUPPORTED_NODE
+    words: str = ""  # the backend's own words, verbatim
+    explanation: str = ""  # ours: what it means, the detail the backend did not print
+    stage: Stage = Stage.PARSE
     evidence: Evidence = field(default_factory=lambda: Evidence("unknown"))
-    rules: tuple[str, ...] = ()  # ids of rules that usually fix this
+    words_from: str = ""  # "live" (this run), else where the words were recorded
+    checks: tuple[str, ...] = ()  # the predictor's check ids that failed (rules declare which they answer)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["status"] = self.status.value
+        d["stage"] = self.stage.value
         return d
+
+    def reason(self) -> str:
+        """One line for lists and tooltips: the backend's words when it gave any, else our explanation."""
+        text = self.words or self.explanation
+        return first_line(text)
+
+
+@dataclass
+class Message:
+    """A model-level message (not tied to one node), with the same words / explanation split as a Verdict."""
+
+    level: str  # "error" | "warning" | "info"
+    words: str = ""
+    explanation: str = ""
+    code: str = ""
+    stage: Stage = Stage.PARSE
+    words_from: str = ""
+
+    def text(self) -> str:
+        return self.words or self.explanation
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["stage"] = self.stage.value
+        return d
+
+
+def first_line(text: str, limit: int = 300) -> str:
+    """The first non-empty line of `text`, at most `limit` characters ("" for empty text). The one home of the
+    "first line of an error" idiom."""
+    for line in str(text).splitlines():
+        if line.strip():
+            line = line.strip()
+            return line if len(line) <= limit else line[: limit - 1] + "…"
+    return ""
+
+
+def error_line(exc: BaseException, limit: int = 300) -> str:
+    """`Type: first line of the message` for an exception whose message may be empty."""
+    line = first_line(str(exc), limit)
+    return f"{type(exc).__name__}: {line}" if line else type(exc).__name__
 
 
 @dataclass
@@ -75,14 +141,44 @@ class Report:
     label: str
     version: str
     verdicts: list[Verdict] = field(default_factory=list)
-    messages: list[str] = field(default_factory=list)  # model-level messages (not tied to one node)
+    messages: list[Message] = field(default_factory=list)  # model-level messages (not tied to one node)
     accepted: bool | None = None  # whole-model outcome where the backend gave one
     seconds: float = 0.0
     backend_calls: int = 0
+    depth: Stage = Stage.PARSE  # how far the check went: parse, or parse + build
 
     @property
     def rejected(self) -> list[Verdict]:
         return [v for v in self.verdicts if v.status is Status.REJECTED]
+
+    @property
+    def unknown(self) -> list[Verdict]:
+        return [v for v in self.verdicts if v.status is Status.UNKNOWN]
+
+    @property
+    def errors(self) -> list[Message]:
+        return [m for m in self.messages if m.level == "error"]
+
+    @property
+    def outcome(self) -> Outcome:
+        """accepts / rejects / cannot confirm / unavailable: the one place this is decided."""
+        if self.accepted is None and not self.verdicts:
+            return Outcome.UNAVAILABLE
+        if self.rejected or (self.errors and not self.unknown):
+            return Outcome.REJECTS
+        if self.unknown or self.accepted is False:
+            return Outcome.CANNOT_CONFIRM
+        return Outcome.ACCEPTS
+
+    def reasons(self) -> list[str]:
+        """Why the outcome is not 'accepts', in one line each: model-level errors, then the first rejected or
+        unknown verdicts' reasons (deduplicated)."""
+        out = [first_line(m.text()) for m in self.errors]
+        for v in self.rejected or self.unknown:
+            line = f"{v.op_type} '{v.node}': {v.reason()}"
+            if line not in out:
+                out.append(line)
+        return out
 
     def by_node(self) -> dict[str, Verdict]:
         return {v.node: v for v in self.verdicts}
@@ -92,10 +188,12 @@ class Report:
             "backend": self.backend,
             "label": self.label,
             "version": self.version,
+            "outcome": self.outcome.value,
+            "depth": self.depth.value,
             "accepted": self.accepted,
             "seconds": round(self.seconds, 4),
             "backend_calls": self.backend_calls,
-            "messages": self.messages,
+            "messages": [m.to_dict() for m in self.messages],
             "verdicts": [v.to_dict() for v in self.verdicts],
         }
 
@@ -112,6 +210,7 @@ class BuildOptions:
     runs: int = 20
     warmup: int = 3
     out_dir: str | None = None
+    measure: bool = True  # run the engine for latency and accuracy where this machine can (check: no)
 
 
 @dataclass
@@ -139,6 +238,8 @@ class BuildsWithSurgeryBuild:
     """Mixin for backends whose builds live in surgery.build (one module per backend there)."""
 
     id: str
+    default_depth = Stage.PARSE
+    builds_in_check = True
 
     def build(
         self,
@@ -156,10 +257,12 @@ class Backend(Protocol):
     id: str
     label: str
     version: str
+    default_depth: Stage  # how far `check` goes unless told: parse, or build where building is the check
+    builds_in_check: bool  # whether `check --depth build` builds through surgery.build (else check does it)
 
     def availability(self) -> Availability: ...
 
-    def check(self, model: ModelProto, base_dir: str | None = None) -> Report: ...
+    def check(self, model: ModelProto, base_dir: str | None = None, depth: Stage = Stage.PARSE) -> Report: ...
 
     def build(
         self,

@@ -16,9 +16,12 @@ from surgery.backends.base import (
     Availability,
     BuildsWithSurgeryBuild,
     Evidence,
+    Message,
     Report,
+    Stage,
     Status,
     Verdict,
+    first_line,
 )
 from surgery.backends.probe import judge, probe_nodes
 from surgery.graph import GraphFacts, opset_of
@@ -60,19 +63,17 @@ def suspects(model: ModelProto) -> list[int]:
     ]
 
 
-def _first_line(exc: Exception) -> str:
-    text = str(exc).strip()
-    for prefix in (
-        "[ONNXRuntimeError] : 1 : FAIL : ",
-        "[ONNXRuntimeError] : 10 : INVALID_GRAPH : ",
-        "[ONNXRuntimeError] : 9 : NOT_IMPLEMENTED : ",
-    ):
-        text = text.replace(prefix, "")
-    return text.splitlines()[0][:500] if text else type(exc).__name__
+def _words(exc: Exception) -> str:
+    """onnxruntime's own words, first line, verbatim (with its `[ONNXRuntimeError] : N : KIND :` prefix)."""
+    return first_line(str(exc), 500) or type(exc).__name__
 
 
 class OnnxRuntimeBackend(BuildsWithSurgeryBuild):
+    """Session creation is onnxruntime's parse and build in one step: the check is at stage build."""
+
     id = "onnxruntime"
+    default_depth = Stage.BUILD
+    builds_in_check = False  # creating the session is the build
 
     def __init__(self):
         import onnxruntime
@@ -90,9 +91,9 @@ class OnnxRuntimeBackend(BuildsWithSurgeryBuild):
             make_session(model, base_dir)
             return None
         except Exception as exc:
-            return _first_line(exc)
+            return _words(exc)
 
-    def check(self, model: ModelProto, base_dir: str | None = None) -> Report:
+    def check(self, model: ModelProto, base_dir: str | None = None, depth: Stage = Stage.BUILD) -> Report:
         t0 = time.perf_counter()
         facts = GraphFacts.of(model)
         report = Report(self.id, self.label, self.version)
@@ -111,10 +112,11 @@ class OnnxRuntimeBackend(BuildsWithSurgeryBuild):
         if not refused:
             error = self._session_error(model, base_dir)
             report.backend_calls += 1
+        whole = Evidence("whole model", f"{self.label}, session creation")
         if error is None and not refused:
             report.accepted = True
             report.verdicts = [
-                Verdict(k, i, n.op_type, Status.SUPPORTED, evidence=Evidence("whole model", self.label))
+                Verdict(k, i, n.op_type, Status.SUPPORTED, stage=Stage.BUILD, evidence=whole)
                 for i, (k, n) in enumerate(zip(facts.keys, nodes))
             ]
             report.seconds = time.perf_counter() - t0
@@ -123,31 +125,48 @@ class OnnxRuntimeBackend(BuildsWithSurgeryBuild):
         verdicts, calls = probe_nodes(facts, ask, key)
         report.backend_calls += calls
         no_kernel = set(kernelless)
+        probe = Evidence("probe", f"{self.label}, one-node model")
         for i, (key, node) in enumerate(zip(facts.keys, nodes)):
-            status, message = judge(facts, i, verdicts[i], definite=i in no_kernel, whole_error=error)
+            ok, words = verdicts[i]
+            status, why = judge(facts, i, verdicts[i], definite=i in no_kernel, whole_error=error)
+            if i in no_kernel and not ok:
+                why = f"the CPU provider has no kernel for {node.domain or 'ai.onnx'}::{node.op_type} and no function"
             report.verdicts.append(
                 Verdict(
                     key,
                     i,
                     node.op_type,
                     status,
-                    message,
                     {Status.REJECTED: "SESSION_CREATION", Status.UNKNOWN: "PROBE_CONTEXT"}.get(status, ""),
-                    Evidence("probe", f"{self.label}, one-node model"),
+                    words="" if ok else words,
+                    explanation=why,
+                    stage=Stage.BUILD,
+                    evidence=probe,
+                    words_from="" if ok else "live",
                 )
             )
         if not report.rejected and not error:
             error = next(m for ok, m in verdicts.values() if not ok)
-            report.messages.append(error)
+            report.messages.append(Message("error", words=error, stage=Stage.BUILD, words_from="live"))
         elif not report.rejected:
             # every node works alone: the whole-model error is about how they fit; blame the node it names
             named = [
                 v for v in report.verdicts if v.node and (f"'{v.node}'" in error or f"({v.node})" in error)
             ]
             for v in named[:1]:
-                v.status, v.message, v.code = Status.REJECTED, error, "SESSION_CREATION"
-                v.evidence = Evidence("whole model", self.label)
+                v.status, v.words, v.code, v.words_from = Status.REJECTED, error, "SESSION_CREATION", "live"
+                v.explanation = "works alone; the whole model's session creation names this node"
+                v.evidence = whole
             if not named:
-                report.messages.append(error)
+                report.messages.append(
+                    Message(
+                        "error",
+                        words=error,
+                        explanation="every node works alone: the failure is about how they fit together",
+                        code="SESSION_CREATION",
+                        stage=Stage.BUILD,
+                        words_from="live",
+                    )
+                )
         report.seconds = time.perf_counter() - t0
         return report

@@ -15,7 +15,9 @@ from surgery.backends.base import (
     Availability,
     BuildsWithSurgeryBuild,
     Evidence,
+    Message,
     Report,
+    Stage,
     Status,
     Verdict,
     not_installed,
@@ -70,9 +72,16 @@ def _failures(error: str) -> list[tuple[str, str]]:
     return out
 
 
+def _no_rule_line(error: str) -> str:
+    """OpenVINO's summary line naming the ops it has no conversion rule for, verbatim ("" when absent)."""
+    m = re.search(r"No conversion rule found for operations:[^\n]*", error)
+    return m.group(0).strip() if m else ""
+
+
 def _summary(error: str) -> str:
+    """The summary part of read_model's error, verbatim (the whole error when it has none)."""
     m = re.search(r"Summary:\s*\n(.*)", error, re.S)
-    return " ".join((m.group(1) if m else error).split())[:400]
+    return (m.group(1) if m else error).strip()[:2000]
 
 
 class OpenVINOBackend(BuildsWithSurgeryBuild):
@@ -88,7 +97,9 @@ class OpenVINOBackend(BuildsWithSurgeryBuild):
             return missing
         return Availability(True, f"OpenVINO {self.version}, ONNX frontend, CPU plugin")
 
-    def check(self, model: ModelProto, base_dir: str | None = None) -> Report:
+    default_depth = Stage.BUILD  # read_model converts; compile_model is what a user's program calls next
+
+    def check(self, model: ModelProto, base_dir: str | None = None, depth: Stage = Stage.PARSE) -> Report:
         t0 = time.perf_counter()
         # external weights are found relative to the model file: write it beside them only when it has some
         fd, path = tempfile.mkstemp(suffix=".onnx", dir=base_dir if _has_external(model) else None)
@@ -102,67 +113,70 @@ class OpenVINOBackend(BuildsWithSurgeryBuild):
         keys = node_keys(model.graph.node)
         by_name = {n.name: k for k, n in zip(keys, model.graph.node) if n.name}
         by_output = {o: k for k, n in zip(keys, model.graph.node) for o in n.output if o}
-        rejected: dict[str, str] = {}
+        rejected: dict[str, tuple[str, str]] = {}  # key -> (OpenVINO's words, our explanation)
         summary = _summary(out["error"]) if out["error"] else ""
+        no_rule = _no_rule_line(out["error"])
         nodes = dict(zip(keys, model.graph.node))
         for name in out["unconverted"]:
             key = by_name.get(name) or by_output.get(name)
             if key:
                 node = nodes[key]
                 domain = f"{node.domain}." if node.domain not in ("", "ai.onnx") else ""
-                rejected[key] = f"No conversion rule found for operations: {domain}{node.op_type}"
+                why = f"the ONNX frontend has no conversion rule for {domain}{node.op_type}"
+                rejected[key] = (no_rule if f"{domain}{node.op_type}" in no_rule else "", why)
         # nodes downstream of an unconverted one see inputs of unknown type and rank: their failures follow from it
         tainted = {o for k in rejected for o in nodes[k].output}
         for node in model.graph.node:
             if any(x in tainted for x in node.input):
                 tainted.update(node.output)
         unknown: dict[str, str] = {}
-        for output, message in _failures(out["error"]):
+        for output, words in _failures(out["error"]):
             key = by_output.get(output)
             if key and any(x in tainted for x in nodes[key].input):
-                unknown[key] = f"fed by a node OpenVINO could not convert; it then said: {message}"
+                unknown[key] = words
             elif key:
-                rejected[key] = message
+                rejected[key] = (words, "")
+        converter = Evidence("live converter", f"OpenVINO {self.version} ONNX frontend")
         for i, (key, node) in enumerate(zip(keys, model.graph.node)):
             if key in unknown:
-                report.verdicts.append(
-                    Verdict(
-                        key,
-                        i,
-                        node.op_type,
-                        Status.UNKNOWN,
-                        unknown[key],
-                        "CONVERSION",
-                        Evidence("live converter", f"OpenVINO {self.version} ONNX frontend"),
-                    )
+                v = Verdict(
+                    key,
+                    i,
+                    node.op_type,
+                    Status.UNKNOWN,
+                    "CONVERSION",
+                    words=unknown[key],
+                    explanation="fed by a node OpenVINO could not convert, so its inputs had no known type",
+                    evidence=converter,
+                    words_from="live",
                 )
             elif key in rejected:
-                report.verdicts.append(
-                    Verdict(
-                        key,
-                        i,
-                        node.op_type,
-                        Status.REJECTED,
-                        rejected[key],
-                        "CONVERSION",
-                        Evidence("live converter", f"OpenVINO {self.version} ONNX frontend"),
-                    )
+                words, why = rejected[key]
+                v = Verdict(
+                    key,
+                    i,
+                    node.op_type,
+                    Status.REJECTED,
+                    "CONVERSION",
+                    words=words,
+                    explanation=why,
+                    evidence=converter,
+                    words_from="live" if words else "",
                 )
             else:
-                report.verdicts.append(
-                    Verdict(
-                        key,
-                        i,
-                        node.op_type,
-                        Status.SUPPORTED,
-                        evidence=Evidence(
-                            "whole model" if not out["error"] else "live converter",
-                            f"OpenVINO {self.version} ONNX frontend, converted",
-                        ),
-                    )
+                v = Verdict(
+                    key,
+                    i,
+                    node.op_type,
+                    Status.SUPPORTED,
+                    evidence=Evidence(
+                        "whole model" if not out["error"] else "live converter",
+                        f"OpenVINO {self.version} ONNX frontend, converted",
+                    ),
                 )
+            report.verdicts.append(v)
         report.accepted = not out["error"]
         if out["error"] and not rejected:
-            report.messages.append(summary)
+            report.messages.append(Message("error", words=summary, code="CONVERSION", words_from="live"))
         report.seconds = time.perf_counter() - t0
         return report

@@ -19,7 +19,7 @@ from pathlib import Path
 from onnx import ModelProto, TensorProto, helper, numpy_helper
 
 from surgery.backends.base import Status
-from surgery.graph import GraphFacts, _all_inputs, node_signature
+from surgery.graph import GraphFacts, _all_inputs, constant_tensor, node_signature
 
 SMALL_CONSTANT_BYTES = 256  # constants this small are part of the signature by value (Resize scales, TopK K)
 MAX_FOLD_NODES = 64  # constant cones up to this size are evaluated so the probe keeps the value
@@ -36,10 +36,10 @@ def _const_tensor(facts: GraphFacts, name: str) -> TensorProto | None:
     if producer is None or name not in facts.constant:
         return None
     if producer.op_type == "Constant" and not producer.domain:
-        attr = next((a for a in producer.attribute if a.name == "value"), None)
-        if attr is not None:
+        value = constant_tensor(producer)
+        if value is not None:
             t = TensorProto()
-            t.CopyFrom(attr.t)
+            t.CopyFrom(value)
             t.name = name
             return t
     return _fold(facts, name)
@@ -313,22 +313,23 @@ def shape_derived(facts: GraphFacts) -> set[str]:
 def judge(
     facts: GraphFacts, index: int, answer: Answer, definite: bool = False, whole_error: str | None = None
 ) -> tuple[Status, str]:
-    """A probe's answer as a status and message. A refusal is UNKNOWN when the node was asked about with a guess:
-    an input of unknown type or rank (shape inference stopped upstream), or an input computed from shapes that
-    alone became an ordinary tensor. It stays REJECTED when `definite` (the backend has no such op at all) or
-    when it repeats the whole model's error word for word."""
+    """A probe's answer as (status, our explanation); the backend's words stay the answer's message. A refusal is
+    UNKNOWN when the node was asked about with a guess: an input of unknown type or rank (shape inference
+    stopped upstream), or an input computed from shapes that alone became an ordinary tensor. It stays REJECTED
+    when `definite` (the backend has no such op at all) or when it repeats the whole model's error word for
+    word."""
     ok, message = answer
     if ok:
-        return Status.SUPPORTED, message
+        return Status.SUPPORTED, ""
     if definite or (whole_error and message and message.splitlines()[0] in whole_error):
-        return Status.REJECTED, message
+        return Status.REJECTED, "checked alone (a one-node model), the node is refused as in the whole model"
     untyped = untyped_inputs(facts, index)
     if untyped:
         names = ", ".join(f"'{x}'" for x in untyped[:3]) + (" ..." if len(untyped) > 3 else "")
         return (
             Status.UNKNOWN,
             f"input {names} has no known type or rank (shape inference stopped upstream), so the node was "
-            f"checked alone with a guess; the backend said: {message}",
+            "checked alone with a guess; the backend's answer to that guess proves little",
         )
     derived = shape_derived(facts)
     shapes = [x for x in dict.fromkeys(facts.model.graph.node[index].input) if x in derived]
@@ -337,9 +338,9 @@ def judge(
         return (
             Status.UNKNOWN,
             f"input {names} is computed from tensor shapes; checked alone it became an ordinary input, which "
-            f"the backend may refuse where the model is fine; the backend said: {message}",
+            "the backend may refuse where the model is fine",
         )
-    return Status.REJECTED, message
+    return Status.REJECTED, "checked alone (a one-node model with the node's inputs typed as in the model)"
 
 
 def _ask_safely(ask: Callable[[ModelProto], Answer], model: ModelProto) -> Answer:

@@ -13,7 +13,9 @@ from surgery.backends.base import (
     Availability,
     BuildsWithSurgeryBuild,
     Evidence,
+    Message,
     Report,
+    Stage,
     Status,
     Verdict,
     package_version,
@@ -54,19 +56,19 @@ class TensorRTBackend(BuildsWithSurgeryBuild):
             "(no GPU needed: parse and ahead-of-time build only)",
         )
 
-    def _rtx_caveat(self, op: str, message: str) -> str | None:
+    def _rtx_caveat(self, op: str, words: str) -> str | None:
         """TensorRT-RTX ships 2 plugin creators; full TensorRT imports these ops through its plugin library."""
         if self.flavour != "TensorRT-RTX":
             return None
         plugin = STANDARD_PLUGIN_OPS.get(op) or (op if op in STANDARD_PLUGIN_NAMES else None)
-        if plugin and ("plugin" in message.lower() or "creator" in message):
+        if plugin and ("plugin" in words.lower() or "creator" in words):
             return (
                 f"TensorRT-RTX has no {plugin} plugin; full TensorRT 10 imports {op} through its standard "
-                f"plugin library. RTX says: {message}"
+                "plugin library, so this verdict cannot be confirmed here"
             )
         return None
 
-    def check(self, model: ModelProto, base_dir: str | None = None) -> Report:
+    def check(self, model: ModelProto, base_dir: str | None = None, depth: Stage = Stage.PARSE) -> Report:
         t0 = time.perf_counter()
         report = Report(self.id, self.label, self.version)
         try:
@@ -81,14 +83,40 @@ class TensorRTBackend(BuildsWithSurgeryBuild):
                 f"{exc} while the {self.flavour} parser checked the model", exc.detail
             ) from None
         report.backend_calls = out["parses"]
-        report.messages = out["messages"]
+        report.messages = [
+            Message(
+                "error", words=e["desc"], explanation=f"in {e['func']}", code=e["code"], words_from="live"
+            )
+            for e in out["messages"]
+        ]
         evidence = Evidence("live parser", f"{self.flavour} {out['version']} ONNX parser")
         for i, (key, node) in enumerate(zip(node_keys(model.graph.node), model.graph.node)):
-            status, code, message = out["verdicts"].get(i, ("unknown", "", "no verdict"))
-            caveat = self._rtx_caveat(node.op_type, message) if status == "rejected" else None
+            got = out["verdicts"].get(i) or {
+                "status": "unknown",
+                "code": "",
+                "words": "",
+                "func": "",
+                "explanation": "the parser gave no verdict for this node",
+            }
+            status, explanation = got["status"], got["explanation"]
+            caveat = self._rtx_caveat(node.op_type, got["words"]) if status == "rejected" else None
             if caveat:
-                status, message = "unknown", caveat
-            report.verdicts.append(Verdict(key, i, node.op_type, Status(status), message, code, evidence))
+                status, explanation = "unknown", caveat
+            if got["func"] and got["words"]:
+                explanation = f"{explanation} (in {got['func']})" if explanation else f"in {got['func']}"
+            report.verdicts.append(
+                Verdict(
+                    key,
+                    i,
+                    node.op_type,
+                    Status(status),
+                    got["code"],
+                    words=got["words"],
+                    explanation=explanation,
+                    evidence=evidence,
+                    words_from="live" if got["words"] else "",
+                )
+            )
         report.accepted = out["accepted"]
         report.seconds = time.perf_counter() - t0
         return report

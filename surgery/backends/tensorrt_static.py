@@ -1,17 +1,21 @@
-"""Predicted TensorRT parser verdicts for a chosen TensorRT version, from versioned, cited support data.
+"""Predicted TensorRT parser verdicts for a chosen TensorRT version, from versioned, cited data in this repo:
 
-Two layers, both data-driven:
-  * the operator table of that version (surgery/backends/data/tensorrt_support.json, made from onnx-tensorrt's
-    docs/operators.md per branch by scripts/build_trt_support.py);
-  * the parser's constraint checks (`CONSTRAINTS` below): each names the versions it applies to, the message
-    that version's parser prints, its error code and function, and where the fact comes from.
-Messages read like the parser of that version: ≥ 9.3 has static checkers that report every unsupported node
-(desc `false`, func check<Op>); older parsers stop at the first error in the importer.
+  * the operator table of that version (data/tensorrt_support.json, made from onnx-tensorrt's docs/operators.md
+    per branch by scripts/build_trt_support.py; each distinct table stored once);
+  * the parser's checks (data/tensorrt/checks.yaml): one keyword record per check with its ops, versions, stage,
+    error code, function, our explanation, the source of the fact, a fixture, and the parser's exact words where
+    they are known: recorded from a real TensorRT-RTX run on the fixture (data/tensorrt/recorded-tensorrt-rtx.json,
+    by scripts/record_trt_words.py) or as they stand in the parser's source at a tag.
+
+The tests a record names are the functions in TESTS below: each returns None when the node passes, else the
+values its words and explanation need ({"detail": ...} at least). Parsers from 9.3 run static checkers that
+report every problem of a node; importers stop at their first problem.
 """
 
 from __future__ import annotations
 
 import json
+import string
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,32 +24,39 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import yaml
 from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 
-from surgery.backends.base import Availability, BuildOptions, BuildReport, Evidence, Report, Status, Verdict
-from surgery.graph import GraphFacts, opset_of
+from surgery.backends.base import (
+    Availability,
+    BuildOptions,
+    BuildReport,
+    Evidence,
+    Message,
+    Report,
+    Stage,
+    Status,
+    Verdict,
+)
+from surgery.graph import GraphFacts, constant_tensor, opset_of
 
-DATA = Path(__file__).resolve().parent / "data" / "tensorrt_support.json"
-ERRORS = "shared/reference/tensorrt-parser-errors.md"
-PLUGIN_MSG = 'creator && "Plugin not found, are the plugin name, version, and namespace correct?"'
+DATA_DIR = Path(__file__).resolve().parent / "data"
+TABLES_PATH = DATA_DIR / "tensorrt_support.json"
+CHECKS_PATH = DATA_DIR / "tensorrt" / "checks.yaml"
+RECORDED_PATH = DATA_DIR / "tensorrt" / "recorded-tensorrt-rtx.json"
 PLUGIN_README = "NVIDIA/TensorRT plugin/README.md"
 # Standard plugins the fallback importer finds by op type (standard plugin library loaded): first version, source.
 STANDARD_PLUGINS = {
     "ModulatedDeformConv2d": (
         "8.6",
         "NVIDIA/TensorRT release/8.6 plugin/modulatedDeformConvPlugin; the 10.10 DeformConv importer creates it "
-        f"(importerUtils.cpp:1255) — {ERRORS} §1b",
+        "(importerUtils.cpp:1255)",
     ),
     "ROIAlign_TRT": (
         "8.5",
-        f"{PLUGIN_README} @ release/8.5 (roiAlignPlugin); RoiAlign importer onnxOpImporters.cpp:5196 @ 10.10 — "
-        f"{ERRORS} §1b",
+        f"{PLUGIN_README} @ release/8.5 (roiAlignPlugin); onnxOpImporters.cpp:5196 @ 10.10",
     ),
-    "InstanceNormalization_TRT": (
-        "8.0",
-        f"{PLUGIN_README} @ release/8.0 (instanceNormalizationPlugin); importerUtils.cpp:1381 @ 10.10 — "
-        f"{ERRORS} §1b",
-    ),
+    "InstanceNormalization_TRT": ("8.0", f"{PLUGIN_README} @ release/8.0 (instanceNormalizationPlugin)"),
     "EfficientNMS_TRT": ("8.0", f"{PLUGIN_README} @ release/8.0 (efficientNMSPlugin)"),
     "BatchedNMS_TRT": ("8.0", f"{PLUGIN_README} @ release/8.0 (batchedNMSPlugin)"),
     "BatchedNMSDynamic_TRT": ("8.0", f"{PLUGIN_README} @ release/8.0 (batchedNMSPlugin)"),
@@ -57,10 +68,25 @@ STANDARD_PLUGINS = {
     "Reorg_TRT": ("8.0", f"{PLUGIN_README} @ release/8.0 (reorgPlugin)"),
     "NMS_TRT": ("8.0", f"{PLUGIN_README} @ release/8.0 (nmsPlugin)"),
 }
-RTX = "TensorRT-RTX 1.7.1 parser, observed by bench/static_vs_rtx.py"
-MSGS = "shared/reference/tensorrt-parser-messages-10.10.txt"
-CHECKERS = "onnxOpCheckers.cpp @ 10.10-GA (commit 3b9c961)"
-IMPORTERS = "onnxOpImporters.cpp @ 10.10-GA (commit 3b9c961)"
+ML_DOMAIN = "ai.onnx.ml"
+# N-listed ops with no static checker, so they reach the plugin fallback (TensorRT-RTX 1.7.1 answers DFT so)
+N_WITHOUT_CHECKER = {"DFT"}
+# ops that take UINT8 inputs although their table row does not list UINT8 (checked with TensorRT-RTX 1.7.1)
+UINT8_OK_OPS = {"Cast", "CastLike", "Identity", "Constant", "Shape", "Size", "Equal", "QuantizeLinear"}
+ELEMENTWISE = {
+    "Add": "SUM",
+    "Sub": "SUB",
+    "Mul": "PROD",
+    "Div": "DIV",
+    "Max": "MAX",
+    "Min": "MIN",
+    "Pow": "POW",
+    "Greater": "GREATER",
+    "Less": "LESS",
+}
+STATIC_FUNCS = ("check", "emptyOutputChecker", "poolingCheckHelper")
+# ops whose table restriction on a constant input has a dedicated check of its own in checks.yaml
+DEDICATED_CONST = {"TopK", "Clip", "Conv", "ConvTranspose", "Dropout", "Resize", "Upsample"}
 
 
 def _vt(v: str) -> tuple[int, ...]:
@@ -69,10 +95,10 @@ def _vt(v: str) -> tuple[int, ...]:
 
 @cache
 def support_data() -> dict:
-    return json.loads(DATA.read_text())
+    return json.loads(TABLES_PATH.read_text())
 
 
-SUPPORTED_VERSIONS = sorted(json.loads(DATA.read_text())["versions"], key=_vt)
+SUPPORTED_VERSIONS = sorted(support_data()["versions"], key=_vt)
 ALIASES = {"8": "8.6", "9": "9.3", "10": "10.15", "11": "11.1"}
 
 
@@ -85,36 +111,148 @@ def resolve_version(version: str) -> str:
     return v
 
 
-@dataclass(frozen=True)
-class Constraint:
-    """One check of the parser: applies to versions in [since, until], returns a problem or None."""
+def version_table(version: str) -> dict:
+    """The operator table a version uses, with the ops its changelog adds."""
+    entry = support_data()["versions"][version]
+    table = support_data()["tables"][entry["table"]]
+    return {**table, **entry, "ops": {**table["ops"], **entry["added_ops"]}}
 
+
+# -- the check records -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Words:
+    """The backend's exact text for a version range, as a template over the check's values, and where from."""
+
+    since: str
+    until: str
+    template: str
+    source: str  # where the text was recorded or stands
+
+
+@dataclass(frozen=True)
+class Check:
     id: str
     ops: tuple[str, ...]
     since: str
     until: str
+    stage: str
     code: str
     func: str
-    message: str
+    test: str
+    args: dict
+    explanation: str
+    words: tuple[Words, ...]
     source: str
-    check: Callable[[NodeProto, GraphFacts], str | None]  # returns the detail when the constraint is broken
-    rules: tuple[str, ...] = ()
+    fixture: str
+    unshape: tuple[str, ...] = ()
+    reproduces_on_rtx: bool = False
+    fixture_versions: tuple[str, str] | None = (
+        None  # where the fixture is refused, when narrower than versions
+    )
 
     def applies(self, version: str) -> bool:
         return _vt(self.since) <= _vt(version) <= _vt(self.until)
 
+    def words_for(self, version: str) -> Words | None:
+        return next((w for w in self.words if _vt(w.since) <= _vt(version) <= _vt(w.until)), None)
 
-def _weights(facts: GraphFacts, name: str) -> bool:
-    """What TensorRT's parser takes as weights: an initializer or the output of a Constant node."""
-    if not name or name in facts.initializers:
-        return True
-    p = facts.producer_of(name)
-    return p is not None and p.op_type == "Constant"
+
+def _range(text: str) -> tuple[str, str]:
+    lo, _, hi = str(text).partition("-")
+    return lo.strip(), (hi or lo).strip()
+
+
+@cache
+def recorded_words() -> dict:
+    return json.loads(RECORDED_PATH.read_text()) if RECORDED_PATH.exists() else {"words": {}}
+
+
+@cache
+def load_checks() -> tuple[Check, ...]:
+    recorded = recorded_words()
+    with_what = recorded.get("recorded_with", "TensorRT-RTX")
+    on = recorded.get("recorded_on", "")
+    out = []
+    for rec in yaml.safe_load(CHECKS_PATH.read_text()):
+        words = []
+        for w in rec.get("words") or []:
+            lo, hi = _range(w["versions"])
+            if w.get("recorded"):
+                got = recorded["words"].get(rec["id"])
+                if got is None:
+                    continue  # not recorded (yet): our explanation only
+                what = "builder" if w["recorded"] == "builder" else "parser"
+                source = f"recorded from {with_what}'s {what} on this check's fixture, {on}"
+                words.append(Words(lo, hi, w.get("template") or _escape(got["text"]), source))
+            else:
+                words.append(Words(lo, hi, w["text"], w["from"]))
+        lo, hi = _range(rec["versions"])
+        out.append(
+            Check(
+                rec["id"],
+                tuple(rec.get("ops") or ()),
+                lo,
+                hi,
+                rec["stage"],
+                rec["code"],
+                rec["func"],
+                rec["test"],
+                dict(rec.get("args") or {}),
+                rec["explanation"],
+                tuple(words),
+                rec["source"],
+                rec["fixture"],
+                tuple(rec.get("unshape") or ()),
+                bool(rec.get("reproduces_on_rtx")),
+                _range(rec["fixture_versions"]) if rec.get("fixture_versions") else None,
+            )
+        )
+    return tuple(out)
+
+
+def _escape(text: str) -> str:
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+@cache
+def check_by_id() -> dict[str, Check]:
+    return {c.id: c for c in load_checks()}
+
+
+def fixture_model(check: Check) -> ModelProto:
+    """The check's fixture as a model (ONNX text format; `unshape` inputs lose their declared shape)."""
+    model = onnx.parser.parse_model(check.fixture)
+    for vi in model.graph.input:
+        if vi.name in check.unshape:
+            vi.type.tensor_type.ClearField("shape")
+    return model
+
+
+class _Blank(dict):
+    def __missing__(self, key: str) -> str:
+        return "?"
+
+
+def _fill(template: str, values: dict, *, strict: bool) -> str:
+    """The template with the values; strict: '' when a value the template needs is missing."""
+    try:
+        return template.format_map(values if strict else _Blank(values))
+    except (KeyError, IndexError, ValueError):
+        return ""
+
+
+def _needs(template: str) -> set[str]:
+    return {f for _, f, _, _ in string.Formatter().parse(template) if f}
+
+
+# -- the tests the records name ------------------------------------------------------------------------------------
 
 
 def _build_time_constant(facts: GraphFacts, name: str) -> bool:
     """Weights, or computable from constants only (what 10.x resolves by folding its shape tensors)."""
-    return _weights(facts, name) or facts.is_constant(name)
+    return facts.is_weights(name) or facts.is_constant(name)
 
 
 def _attr(node: NodeProto, name: str, default=None):
@@ -125,7 +263,7 @@ def _attr(node: NodeProto, name: str, default=None):
     return default
 
 
-def _node_name(node: NodeProto) -> str:
+def parser_node_name(node: NodeProto) -> str:
     """The name the parser prints: the node's name, else node_of_<first output> (checked with TensorRT-RTX)."""
     return node.name or f"node_of_{node.output[0] if node.output else ''}"
 
@@ -143,40 +281,43 @@ def _trt_dtype(onnx_name: str) -> str:
     return {"DOUBLE": "FLOAT", "FLOAT16": "HALF", "BFLOAT16": "BF16"}.get(onnx_name, onnx_name)
 
 
-def _resize_scales(node, facts):
+def _input(node: NodeProto, index: int) -> str:
+    return node.input[index] if len(node.input) > index else ""
+
+
+def t_scales_computed(node, facts):
     idx = 1 if node.op_type == "Upsample" or opset_of(facts.model) == 10 else 2
-    if len(node.input) > idx and node.input[idx] and not _weights(facts, node.input[idx]):
-        return f"scales '{node.input[idx]}' is computed by the graph"
+    x = _input(node, idx)
+    if x and not facts.is_weights(x):
+        return {"detail": f"'{x}' is computed by the graph", "input": x}
     return None
 
 
-def _input_must_be_weights(index: int):
-    def check(node, facts):
-        if len(node.input) > index and node.input[index] and not _weights(facts, node.input[index]):
-            return f"input {index} '{node.input[index]}' is computed by the graph"
-        return None
-
-    return check
+def t_input_computed(node, facts, index):
+    x = _input(node, index)
+    if x and not facts.is_weights(x):
+        return {"detail": f"'{x}' (input {index}) is computed by the graph", "input": x}
+    return None
 
 
-def _squeeze_dynamic(node, facts):
-    has_axes = (len(node.input) > 1 and node.input[1]) or _attr(node, "axes") is not None
+def t_squeeze_without_axes_dynamic(node, facts):
+    has_axes = _input(node, 1) or _attr(node, "axes") is not None
     info = facts.info(node.input[0])
     if not has_axes and (info.shape is None or info.is_dynamic):
-        return f"input '{node.input[0]}' has shape {info.shape_str()}"
+        return {"detail": f"'{node.input[0]}' has the dynamic shape {info.shape_str()}"}
     return None
 
 
 _I32 = np.iinfo(np.int32)
 
 
-def _int64_out_of_range(facts: GraphFacts, node: NodeProto):
-    """(input index, name, values) of INT64 constants of `node` outside the INT32 range."""
+def int64_out_of_int32(facts: GraphFacts, node: NodeProto):
+    """(input index, name, first values) of INT64 constants of `node` with values outside the INT32 range."""
     for k, x in enumerate(node.input):
         t = facts.initializers.get(x)
         if t is None:
             p = facts.producer_of(x) if x else None
-            t = _constant_value(p) if p is not None and p.op_type == "Constant" else None
+            t = constant_tensor(p) if p is not None and p.op_type == "Constant" else None
         if t is None or t.data_type != TensorProto.INT64 or t.data_location == TensorProto.EXTERNAL:
             continue
         a = numpy_helper.to_array(t)
@@ -184,146 +325,89 @@ def _int64_out_of_range(facts: GraphFacts, node: NodeProto):
             yield k, x, a.reshape(-1)[:4].tolist()
 
 
-def _constant_value(node: NodeProto) -> TensorProto | None:
-    for a in node.attribute:
-        if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
-            return a.t
-    return None
-
-
-def _int64_data(node, facts):
+def t_int64_data_out_of_int32(node, facts):
     """INT64 constants outside the INT32 range that carry data (a Slice bound of INT64_MAX is harmless)."""
-    for k, x, values in _int64_out_of_range(facts, node):
+    for k, x, values in int64_out_of_int32(facts, node):
         if node.op_type == "Slice" and k in (1, 2):
             continue
-        return f"'{x}' = {values} is clamped to the INT32 range, changing results"
+        return {"detail": f"'{x}' = {values}", "input": x}
     return None
 
 
-def _dropout_training(node, facts):
-    if len(node.input) > 2 and node.input[2]:
-        t = facts.initializers.get(node.input[2])
-        if t is not None and bool(numpy_helper.to_array(t).reshape(-1)[0]):
-            return f"training_mode input '{node.input[2]}' is True"
+def t_constant_true(node, facts, index):
+    t = facts.initializers.get(_input(node, index))
+    if t is not None and bool(numpy_helper.to_array(t).reshape(-1)[0]):
+        return {"detail": f"input '{node.input[index]}' is True"}
     return None
 
 
-def _dropout_training_runtime(node, facts):
-    x = node.input[2] if len(node.input) > 2 else ""
-    return f"training_mode input '{x}' is computed at run time" if x and not _weights(facts, x) else None
+def t_attr_not_in(node, facts, name, allowed, default):
+    v = _attr(node, name, default)
+    return None if v in allowed else {"detail": f"{name}={v!r}", "value": v}
 
 
-def _bn_training(node, facts):
-    return "training_mode=1" if _attr(node, "training_mode", 0) else None
+def t_attr_present(node, facts, name):
+    return {"detail": f"{name} is set"} if _attr(node, name) is not None else None
 
 
-def _pool_dilations(node, facts):
+def t_pool_dilations(node, facts):
     d = _attr(node, "dilations")
-    return f"dilations {d}" if d and any(x != 1 for x in d) else None
+    return {"detail": f"dilations {d}"} if d and any(x != 1 for x in d) else None
 
 
-def _attr_is(name: str, allowed: tuple, default):
-    def check(node, facts):
-        v = _attr(node, name, default)
-        return None if v in allowed else f"{name}={v!r}"
-
-    return check
-
-
-def _if_ranks(node, facts):
-    branches = {a.name: a.g for a in node.attribute if a.name in ("then_branch", "else_branch")}
-    if len(branches) != 2:
-        return None
-    then_out, else_out = branches["then_branch"].output, branches["else_branch"].output
-    for a, b in zip(then_out, else_out):
-        ra = len(a.type.tensor_type.shape.dim) if a.type.tensor_type.HasField("shape") else None
-        rb = len(b.type.tensor_type.shape.dim) if b.type.tensor_type.HasField("shape") else None
-        if ra is not None and rb is not None and ra != rb:
-            return f"branch outputs '{a.name}' (rank {ra}) and '{b.name}' (rank {rb})"
-    return None
-
-
-def _unshaped_input(node, facts):
-    for x in node.input:
-        if x in facts.graph_inputs and facts.info(x).shape is None:
-            return f"graph input '{x}' has no shape"
-    return None
-
-
-def _extra_outputs(node, facts):
+def t_extra_outputs_used(node, facts):
     """Outputs after the first that something reads (unread ones pass: checked with TensorRT-RTX 1.7.1)."""
     extra = [o for o in node.output[1:] if o and (o in facts.graph_outputs or facts.consumers.get(o))]
-    return f"outputs {extra} are used" if extra else None
+    return {"detail": f"outputs {extra} are used"} if extra else None
 
 
-def _attention_outputs(node, facts):
+def t_more_than_one_output(node, facts):
     n = len([o for o in node.output if o])
-    return f"{n} outputs" if n > 1 else None
+    return {"detail": f"{n} outputs"} if n > 1 else None
 
 
-def _lp_p(node, facts):
+def t_lp_p(node, facts):
     p = _attr(node, "p")  # the parser reads no ONNX default for LpPool: a missing p fails (observed in RTX)
     if node.op_type == "LpNormalization" and p is None:
         p = 2
-    return None if p in (1, 2) else f"p={p}"
+    return None if p in (1, 2) else {"detail": f"p={p}"}
 
 
-def _resize_axes(node, facts):
+def t_resize_axes_not_iota(node, facts):
     axes = _attr(node, "axes")
     rank = facts.info(node.input[0]).rank
-    scales = len(node.input) > 2 and node.input[2]
-    if axes is None or not scales or rank is None:
+    if axes is None or not _input(node, 2) or rank is None:
         return None
     norm = [a % rank for a in axes]
-    return None if norm == list(range(rank)) else f"axes={list(axes)} with a scales input (rank {rank})"
-
-
-def _scatter_reduction(node, facts):
-    r = _attr(node, "reduction", "none")
-    return None if r == "none" else f"reduction={r!r}"
-
-
-def _mod_float(node, facts):
-    t = _dtype(facts, node.input[0])
-    if _attr(node, "fmod", 0) == 0 and t and t not in ("INT32", "INT64"):
-        return f"The current input type is {_trt_dtype(t)}."
-    return None
-
-
-def _clip_type(node, facts):
-    t = _dtype(facts, node.input[0])
-    if t and t not in ("FLOAT", "FLOAT16", "BFLOAT16", "DOUBLE", "INT32", "INT64"):
-        return f"The current input type is {_trt_dtype(t)}."
-    return None
-
-
-def _range_type(node, facts):
-    t = _dtype(facts, node.input[0])
-    return f"input type {t}" if t in ("FLOAT16", "BFLOAT16") else None
-
-
-def _range_float_runtime(node, facts):
-    if _dtype(facts, node.input[0]) not in ("FLOAT", "DOUBLE"):
+    if norm == list(range(rank)):
         return None
-    computed = [x for x in node.input[:3] if x and not _build_time_constant(facts, x)]
-    return f"float inputs {computed} are not initializers" if computed else None
+    return {"detail": f"axes={list(axes)} with a scales input on a rank-{rank} input"}
 
 
-def _attention_mask_causal(node, facts):
-    has_mask = len(node.input) > 3 and node.input[3]
-    return "attn_mask with is_causal=1" if has_mask and _attr(node, "is_causal", 0) else None
-
-
-def _attention_kv_shapes(node, facts):
-    k, v = facts.info(node.input[1]).shape, facts.info(node.input[2]).shape
-    if k is not None and v is not None and len(k) == len(v) and k != v:
-        return f"K {list(k)} vs V {list(v)}"
+def t_input_dtype_in(node, facts, index, dtypes):
+    t = _dtype(facts, _input(node, index))
+    if t in dtypes:
+        rank = facts.info(node.input[index]).rank
+        return {
+            "detail": f"input type {t}",
+            "trt_type": _trt_dtype(t),
+            "rank": rank if rank is not None else "?",
+        }
     return None
 
 
-def _celu_half(node, facts):
-    t = _dtype(facts, node.input[0])
-    return f"input type {t}" if t in ("FLOAT16", "BFLOAT16") else None
+def t_input_dtype_not_in(node, facts, index, dtypes):
+    t = _dtype(facts, _input(node, index))
+    if t and t not in dtypes:
+        return {"detail": f"input type {t}", "trt_type": _trt_dtype(t)}
+    return None
+
+
+def t_input_rank_not(node, facts, index, rank):
+    got = facts.info(_input(node, index)).rank
+    if got is not None and got != rank:
+        return {"detail": f"input {index} has rank {got}", "rank": got}
+    return None
 
 
 # inputs that TensorRT takes as shape tensors: a float network input cannot be one
@@ -339,860 +423,373 @@ SHAPE_TENSOR_INPUTS = {
 }
 
 
-def _float_network_shape_input(node, facts):
+def t_float_input_as_shape(node, facts):
     for k in SHAPE_TENSOR_INPUTS.get(node.op_type, ()):
-        x = node.input[k] if len(node.input) > k else ""
+        x = _input(node, k)
         if x in facts.graph_inputs and _dtype(facts, x) in ("FLOAT", "FLOAT16", "DOUBLE", "BFLOAT16"):
-            return f"Network input {x} is a shape tensor and must have type Int32 or Int64. Type is Float."
+            return {"detail": f"graph input '{x}' is {_dtype(facts, x)}", "input": x}
     return None
 
 
-CONSTRAINTS = [
-    Constraint(
-        "resize-scales-initializer",
-        ("Resize", "Upsample"),
-        "7.0",
-        "8.2",
-        "UNSUPPORTED_NODE",
-        "importResize",
-        'Assertion failed: scales.is_weights() && "Resize scales must be an initializer!"',
-        f"onnx-tensorrt builtin_op_importers.cpp @ 8.2-GA (line 3526); gone from 8.4-GA — {ERRORS} row 4",
-        _resize_scales,
-        ("fold-resize-scales",),
-    ),
-    Constraint(
-        "topk-k-initializer",
-        ("TopK",),
-        "8.0",
-        "8.6",
-        "UNSUPPORTED_NODE",
-        "importTopK",
-        "This version of TensorRT only supports input K as an initializer. Try applying constant folding on "
-        "the model using Polygraphy: https://github.com/NVIDIA/TensorRT/tree/master/tools/Polygraphy/"
-        "examples/cli/surgeon/02_folding_constants",
-        f"onnx-tensorrt importTopK ≤ 8.6, docs/operators.md 8.2–8.6 TopK row — {ERRORS} row 6",
-        _input_must_be_weights(1),
-        ("fold-topk-k",),
-    ),
-    Constraint(
-        "clip-min-max-initializer",
-        ("Clip",),
-        "7.0",
-        "8.0",
-        "UNSUPPORTED_NODE",
-        "importClip",
-        'Assertion failed: inputs.at(1).is_weights() && "Clip min value must be an initializer!"',
-        f"docs/operators.md 7.x–8.0 Clip row; {ERRORS} row 7",
-        _input_must_be_weights(1),
-        ("fold-shape-chains",),
-    ),
-    Constraint(
-        "conv-weights-initializer",
-        ("Conv", "ConvTranspose"),
-        "7.0",
-        "8.4",
-        "UNSUPPORTED_NODE",
-        "importConv",
-        'Assertion failed: inputs.at(1).is_weights() && "The weights tensor is required to '
-        'be an initializer for the Conv operator."',
-        "docs/operators.md 7.x–8.4 Conv row: Weights `W` must be an initializer",
-        _input_must_be_weights(1),
-    ),
-    Constraint(
-        "squeeze-dynamic",
-        ("Squeeze",),
-        "8.6",
-        "10.15",
-        "UNSUPPORTED_NODE_DYNAMIC",
-        "importSqueeze",
-        "Assertion failed: !isDynamic(shape): Cannot infer squeeze dimensions from a dynamic shape! Please "
-        "re-export your model with the Squeeze axes input set.",
-        f"onnx-tensorrt onnxOpImporters.cpp:5894 @ 10.10-GA — {ERRORS} row 8; not in 11.x: TensorRT-RTX 1.7.1, "
-        "whose parser carries the 11.0 changes (Swish), squeezes [batch, 1, 8] without axes",
-        _squeeze_dynamic,
-        ("squeeze-explicit-axes",),
-    ),
-    Constraint(
-        "int64-clamped",
-        (),
-        "7.0",
-        "8.6",
-        "UNSUPPORTED_NODE_DATATYPE",
-        "convertToTensor",
-        "Your ONNX model has been generated with INT64 weights, while TensorRT does not natively support "
-        "INT64. Attempting to cast down to INT32. One or more weights outside the range of INT32 was clamped",
-        f"onnx2trt_utils.cpp:373 @ 8.6-GA; docs 5.x–8.6 INT64 note — {ERRORS} row 13",
-        _int64_data,
-        ("int64-initializers-to-int32",),
-    ),
-    Constraint(
-        "dropout-training-input",
-        ("Dropout",),
-        "7.0",
-        "11.1",
-        "UNSUPPORTED_NODE",
-        "importDropout",
-        "Assertion failed: inputs.at(2).is_weights(): This Version of TensorRT only supports the training_mode "
-        "input as an initializer.",
-        f"docs/operators.md 10.15 Dropout row ('`is_training` must be an initializer'); text: {RTX}",
-        _dropout_training_runtime,
-        ("inference-mode", "dropout-training-mode"),
-    ),
-    Constraint(
-        "dropout-training",
-        ("Dropout",),
-        "7.0",
-        "11.1",
-        "UNSUPPORTED_NODE",
-        "importDropout",
-        "Assertion failed: !trainingMode[0]: TensorRT does not support the Dropout operator in training mode.",
-        f"docs/operators.md 10.15 Dropout row; TensorRT-RTX 1.7 parser text — {ERRORS} row 21",
-        _dropout_training,
-        ("inference-mode", "dropout-training-mode"),
-    ),
-    Constraint(
-        "batchnorm-training",
-        ("BatchNormalization",),
-        "9.3",
-        "11.1",
-        "UNSUPPORTED_NODE",
-        "checkBatchNormalization",
-        '!isTraining && "This version of TensorRT does not support training_mode == 1 in BatchNormalization."',
-        f"{CHECKERS} line 193 ({MSGS}); same text from TensorRT-RTX 1.7.1 — {ERRORS} row 21",
-        _bn_training,
-        ("inference-mode",),
-    ),
-    Constraint(
-        "batchnorm-one-output",
-        ("BatchNormalization",),
-        "9.3",
-        "11.1",
-        "UNSUPPORTED_NODE",
-        "emptyOutputChecker",
-        "This version of TensorRT doesn't support mode than 1 outputs for BatchNormalization nodes!",
-        f"{RTX} (a training-mode export's running mean/var outputs)",
-        _extra_outputs,
-        ("inference-mode",),
-    ),
-    Constraint(
-        "batchnorm-training-importer",
-        ("BatchNormalization",),
-        "7.0",
-        "9.2",
-        "UNSUPPORTED_NODE",
-        "importBatchNormalization",
-        "This version of TensorRT does not support training_mode == 1 in BatchNormalization.",
-        f"text of the 10.10 checker ({MSGS}); the pre-9.3 importer's own words are not in the reference notes",
-        _bn_training,
-        ("inference-mode",),
-    ),
-    Constraint(
-        "pool-dilations",
-        ("MaxPool", "AveragePool", "LpPool"),
-        "7.0",
-        "11.1",
-        "UNSUPPORTED_NODE",
-        "poolingCheckHelper",
-        '(dilations[i] == 1) && "This version of TensorRT does not support dilations other than 1."',
-        f"onnxOpCheckers.cpp @ 10.10-GA; docs/operators.md MaxPool/AveragePool/LpPool rows — {ERRORS} row 18",
-        _pool_dilations,
-    ),
-    Constraint(
-        "resize-antialias",
-        ("Resize",),
-        "9.0",
-        "11.1",
-        "UNSUPPORTED_NODE_ATTR",
-        "checkResize",
-        '(antialias == 0) && "Antialiasing is not supported currently."',
-        f"onnxOpCheckers.cpp @ 10.10-GA; docs 10.15 Resize row — {ERRORS} row 19",
-        _attr_is("antialias", (0,), 0),
-    ),
-    Constraint(
-        "resize-keep-aspect-ratio",
-        ("Resize",),
-        "9.0",
-        "11.1",
-        "UNSUPPORTED_NODE_ATTR",
-        "checkResize",
-        '(keep_aspect_ratio_policy == "stretch") && "Only `stretch` is supported currently as '
-        '`keep_aspect_ratio_policy`."',
-        f"{CHECKERS} line 630 ({MSGS}); docs 10.15 Resize row — {ERRORS} row 19",
-        _attr_is("keep_aspect_ratio_policy", ("stretch",), "stretch"),
-    ),
-    Constraint(
-        "resize-transformation-mode",
-        ("Resize",),
-        "9.3",
-        "11.1",
-        "UNSUPPORTED_NODE",
-        "checkResize",
-        '(transformationMode == "align_corners" || transformationMode == "tf_half_pixel_for_nn" || '
-        'transformationMode == "pytorch_half_pixel" || transformationMode == "half_pixel" || '
-        'transformationMode == "asymmetric") && "TensorRT only supports half_pixel, pytorch_half_pixel, '
-        'tf_half_pixel_for_nn, asymmetric and " "align_corners transformation modes!"',
-        f"{CHECKERS} line 617 ({MSGS}); docs 10.15 Resize row",
-        _attr_is(
-            "coordinate_transformation_mode",
-            ("align_corners", "tf_half_pixel_for_nn", "pytorch_half_pixel", "half_pixel", "asymmetric"),
-            "half_pixel",
-        ),
-    ),
-    Constraint(
-        "resize-axes-iota",
-        ("Resize",),
-        "10.0",
-        "11.1",
-        "UNSUPPORTED_NODE",
-        "importResize",
-        "Assertion failed: !axesInterlacingNeeded: Currently, `axes` attribute is supported with `scales` "
-        "tensor only when it's trivial i.e. it's an iota vector of same length as input rank.",
-        f"{IMPORTERS} line 4894 ({MSGS}); docs 10.15 Resize row",
-        _resize_axes,
-    ),
-    Constraint(
-        "range-type",
-        ("Range",),
-        "9.0",
-        "11.1",
-        "UNSUPPORTED_NODE",
-        "importRange",
-        "Assertion failed: (isInt32 || isInt64 || isFp32): This version of TensorRT only supports int32, int64, "
-        "and float input types for Range!",
-        f"{IMPORTERS} line 4460 ({MSGS})",
-        _range_type,
-    ),
-    Constraint(
-        "float-network-input-shape-tensor",
-        tuple(SHAPE_TENSOR_INPUTS),
-        "9.0",
-        "11.1",
-        "INVALID_NODE",
-        "parseNode",
-        "Invalid Node - {node}\nITensor::getDimensions: Error Code 4: API Usage Error",
-        f"{RTX}; ≤ 8.6: 'network input that is shape tensor must have type Int32' — {ERRORS} row 12",
-        _float_network_shape_input,
-    ),
-    Constraint(
-        "float-network-input-shape-tensor-8",
-        tuple(SHAPE_TENSOR_INPUTS),
-        "7.0",
-        "8.6",
-        "INVALID_NODE",
-        "parseNode",
-        "network input that is shape tensor must have type Int32",
-        f"TensorRT validation ≤ 8.6 — {ERRORS} row 12",
-        _float_network_shape_input,
-    ),
-    Constraint(
-        "range-float-initializers",
-        ("Range",),
-        "7.0",
-        "8.2",
-        "UNSUPPORTED_NODE",
-        "importRange",
-        "Floating point inputs are only supported if `start`, `limit`, and `delta` inputs are initializers",
-        "docs/operators.md 8.0-GA and 8.2-GA Range row (gone from 8.4-GA; 10.x takes float Range inputs computed "
-        f"in the graph: {RTX})",
-        _range_float_runtime,
-    ),
-    Constraint(
-        "clip-type",
-        ("Clip",),
-        "9.0",
-        "11.1",
-        "UNSUPPORTED_NODE",
-        "importClip",
-        "Assertion failed: (type == DataType::kFLOAT || type == DataType::kHALF || type == DataType::kBF16 || "
-        "type == DataType::kINT32 || type == DataType::kINT64): This version of TensorRT only supports "
-        "floating-point, INT32, or INT64 inputs for Clip!",
-        f"{IMPORTERS} line 647 ({MSGS})",
-        _clip_type,
-    ),
-    Constraint(
-        "mod-fmod-float",
-        ("Mod",),
-        "8.5",
-        "11.1",
-        "UNSUPPORTED_NODE_DATATYPE",
-        "importMod",
-        "Assertion failed: (input0->getType() == DataType::kINT32 || input0->getType() == DataType::kINT64): "
-        "The fmod attribute is set to 0. Inputs cannot be of floating point types.",
-        f"{IMPORTERS} line 3916 ({MSGS})",
-        _mod_float,
-    ),
-    Constraint(
-        "scatternd-reduction",
-        ("ScatterND",),
-        "8.2",
-        "11.1",
-        "UNSUPPORTED_NODE_ATTR",
-        "importScatterND",
-        'Assertion failed: mode == "none": ScatterND with reduction is not supported.',
-        f"{IMPORTERS} line 5427 ({MSGS}); docs 10.15 ScatterND row — {ERRORS} row 20",
-        _scatter_reduction,
-    ),
-    Constraint(
-        "lp-p",
-        ("LpPool", "LpNormalization"),
-        "9.3",
-        "11.1",
-        "UNSUPPORTED_NODE",
-        "checkLpPool",
-        '(p == 1 || p == 2) && "Only L1 and L2 normalization are supported."',
-        f"{CHECKERS} lines 481/490 ({MSGS})",
-        _lp_p,
-    ),
-    Constraint(
-        "layernorm-one-output",
-        ("LayerNormalization",),
-        "9.3",
-        "11.1",
-        "UNSUPPORTED_NODE",
-        "emptyOutputChecker",
-        "This version of TensorRT doesn't support mode than 1 outputs for LayerNormalization nodes!",
-        f"docs 10.15 LayerNormalization row ('Only the first output `Y` is supported'); text: {RTX}",
-        _extra_outputs,
-    ),
-    Constraint(
-        "maxpool-indices",
-        ("MaxPool",),
-        "9.3",
-        "11.1",
-        "UNSUPPORTED_NODE",
-        "emptyOutputChecker",
-        "This version of TensorRT doesn't support mode than 1 outputs for MaxPool nodes!",
-        f"docs 10.15 MaxPool row ('`Indices` output tensor unsupported'); text: {RTX}",
-        _extra_outputs,
-    ),
-    Constraint(
-        "attention-one-output",
-        ("Attention",),
-        "10.15",
-        "11.1",
-        "INVALID_NODE",
-        "importAttention",
-        "Assertion failed: node.output().size() == 1: TensorRT only supports Attention nodes with one output.",
-        f"docs 10.15 Attention row (present_key, present_value, qk_matmul_output unsupported); text: {RTX}",
-        _attention_outputs,
-    ),
-    Constraint(
-        "attention-softcap",
-        ("Attention",),
-        "10.15",
-        "11.1",
-        "UNSUPPORTED_NODE",
-        "checkAttention",
-        'softcap == 0.0 && "Setting softcap is not supported in TensorRT Attention."',
-        f"docs 10.15 Attention row (`softcap` unsupported); text: {RTX}",
-        lambda node, facts: None if not _attr(node, "softcap", 0.0) else f"softcap={_attr(node, 'softcap')}",
-    ),
-    Constraint(
-        "attention-softmax-precision",
-        ("Attention",),
-        "10.15",
-        "11.1",
-        "UNSUPPORTED_NODE",
-        "checkAttention",
-        '!hasSoftmaxPrecision && "Setting softmax precision is not supported in TensorRT Attention."',
-        f"{RTX}",
-        lambda node, facts: (
-            "softmax_precision is set" if _attr(node, "softmax_precision") is not None else None
-        ),
-    ),
-    Constraint(
-        "attention-mask-with-causal",
-        ("Attention",),
-        "10.15",
-        "11.1",
-        "INVALID_NODE",
-        "parseNode",
-        "Invalid Node - {node}\nIAttention::setMask: Error Code 3: API Usage Error (Parameter check failed, "
-        "condition: mAttentionOutputLayer.getParams().causalKind == CausalMaskKind::kNONE. Option mask cannot "
-        "be used together with CausalMaskKind other than kNONE.)",
-        f"{RTX}",
-        _attention_mask_causal,
-    ),
-    Constraint(
-        "attention-kv-shapes",
-        ("Attention",),
-        "10.15",
-        "11.1",
-        "INVALID_NODE",
-        "parseNode",
-        "Invalid Node - {node}\nITensor::getDimensions: Error Code 3: API Usage Error ({node}_AttentionInput: "
-        "Key and Value must have the same shape)",
-        f"{RTX}",
-        _attention_kv_shapes,
-    ),
-    Constraint(
-        "tensorscatter-mode",
-        ("TensorScatter",),
-        "10.15",
-        "11.1",
-        "UNSUPPORTED_NODE",
-        "importTensorScatter",
-        'Assertion failed: mode == "linear": Only linear mode is supported for now, got {detail}',
-        f"{RTX}",
-        lambda node, facts: None if _attr(node, "mode", "linear") == "linear" else _attr(node, "mode"),
-    ),
-    Constraint(
-        "tensorscatter-rank",
-        ("TensorScatter",),
-        "10.15",
-        "11.1",
-        "UNSUPPORTED_NODE",
-        "importTensorScatter",
-        "Assertion failed: cacheDims == 4: The past_cache tensor is required to be 4D, got {detail}D.",
-        f"docs 10.15 TensorScatter row ('`past_cache` and `update` must be 4D'); text: {RTX}",
-        lambda node, facts: (
-            None if facts.info(node.input[0]).rank in (None, 4) else facts.info(node.input[0]).rank
-        ),
-    ),
-    Constraint(
-        "celu-half",
-        ("Celu",),
-        "10.15",
-        "11.1",
-        "UNSUPPORTED_NODE",
-        "importCelu",
-        "Assertion failed: (firstTensor->getDimensions().nbDims == secondTensor->getDimensions().nbDims): The "
-        "rank of operands should be the same adding inputs.",
-        f"{RTX} (FP16/BF16 Celu fails in the importer although the table lists FP16, BF16)",
-        _celu_half,
-    ),
-    Constraint(
-        "if-branch-ranks",
-        ("If",),
-        "8.0",
-        "11.1",
-        "INVALID_NODE",
-        "importIf",
-        "Invalid Node - {node}\nIIfConditionalOutputLayer inputs must have the same shape.",
-        f"docs/operators.md 10.15 If row (same rank); TensorRT IIfConditional validation — {ERRORS} row 10",
-        _if_ranks,
-        ("fold-constant-if",),
-    ),
-    Constraint(
-        "unshaped-input",
-        (),
-        "7.0",
-        "11.1",
-        "INVALID_GRAPH",
-        "importInput",
-        "Input has no shape (rank unknown): TensorRT needs the rank of every network input.",
-        f"ModelImporter.cpp importInput (rank required); builder profiles — {ERRORS} row 29",
-        _unshaped_input,
-        ("freeze-unshaped-input",),
-    ),
-]
-CONSTRAINT_BY_ID = {c.id: c for c in CONSTRAINTS}
-STATIC_FUNCS = ("check", "emptyOutputChecker", "poolingCheckHelper")
-# the parser runs a node's static checkers, then its input-type check, then its importer: the first problem is the
-# one it reports (check() walks the constraints in that order)
-# ops whose table restriction on a constant input is checked by a dedicated constraint above
-DEDICATED_CONST = {"TopK", "Clip", "Conv", "ConvTranspose", "Dropout", "Resize", "Upsample"}
-# (op, input, since): table restrictions the real parser does not enforce (checked with TensorRT-RTX 1.7.1)
-RTX_ACCEPTS = {("CumSum", "axis", "10.10")}
+def t_range_float_computed(node, facts):
+    if _dtype(facts, node.input[0]) not in ("FLOAT", "DOUBLE"):
+        return None
+    computed = [x for x in node.input[:3] if x and not _build_time_constant(facts, x)]
+    return {"detail": f"float inputs {computed} are computed at run time"} if computed else None
 
-# The parser's own words for a table restriction "`<input>` must be an initializer / a build-time constant",
-# by op family and version range: (ops, since, until, code, func, message, source)
-CONST_INPUT_TEXTS = [
-    (
-        ("Squeeze", "Unsqueeze"),
-        "10.10",
-        "11.1",
-        "INVALID_NODE",
-        "parseNode",
-        "Invalid Node - {node}\nITensor::getDimensions: Error Code 4: Shape Error ({lower} axis is not a constant)",
-        f"{RTX}; docs 10.10+ {{op}} row — {ERRORS} row 9",
-    ),
-    (
-        (
-            "ReduceL1",
-            "ReduceL2",
-            "ReduceLogSum",
-            "ReduceLogSumExp",
-            "ReduceMax",
-            "ReduceMean",
-            "ReduceMin",
-            "ReduceProd",
-            "ReduceSum",
-            "ReduceSumSquare",
-        ),
-        "10.15",
-        "11.1",
-        "UNSUPPORTED_NODE",
-        "getReduceAxisMask",
-        "Assertion failed: resolvedWeights(axesWeights): Axis input must resolve to a build-time constant (an "
-        "initializer or a constant-foldable subgraph)!",
-        f"{RTX} (the 10.10 text differs); docs 10.15 {{op}} row",
-    ),
-    (
-        (
-            "ReduceL1",
-            "ReduceL2",
-            "ReduceLogSum",
-            "ReduceLogSumExp",
-            "ReduceMax",
-            "ReduceMean",
-            "ReduceMin",
-            "ReduceProd",
-            "ReduceSum",
-            "ReduceSumSquare",
-        ),
-        "7.0",
-        "10.14",
-        "UNSUPPORTED_NODE",
-        "parseReduce",
-        "Assertion failed: inputAxes.is_weights(): Axis input must be an initializer!",
-        f"importerUtils.cpp:1649 @ 10.10-GA ({MSGS}); docs {{op}} row — {ERRORS} row 7",
-    ),
-    (
-        ("STFT",),
-        "10.15",
-        "11.1",
-        "UNSUPPORTED_NODE",
-        "getStftScalarInitializer",
-        "Assertion failed: input.is_weights(): frame_step must be an initializer!",
-        f"{RTX}; docs 10.15 STFT row",
-    ),
-    (
-        ("STFT",),
-        "10.10",
-        "10.14",
-        "UNSUPPORTED_NODE",
-        "importSTFT",
-        "Assertion failed: inputs.at(1).is_weights(): FrameStep must be an initializer!",
-        f"{IMPORTERS} line 5981 ({MSGS}); docs 10.10+ STFT row",
-    ),
-    (
-        ("CumSum",),
-        "7.0",
-        "11.1",
-        "UNSUPPORTED_NODE",
-        "importCumSum",
-        "Assertion failed: inputs.at(1).is_weights(): Axis input for CumSum must be an initializer!",
-        f"onnx-tensorrt docs/faq.md; docs {{op}} row — {ERRORS} row 7",
-    ),
-]
-ML_DOMAIN = "ai.onnx.ml"
-# N-listed ops with no static checker, so they reach the plugin fallback (TensorRT-RTX 1.7.1 answers DFT so)
-N_WITHOUT_CHECKER = {"DFT"}
-# rules (rules/*.yaml) that repair an op the table marks N
-N_OP_RULES = {
-    "Unique": ("split-before-unsupported-tail",),
-    "Compress": ("compress-constant-condition",),
-    "CenterCropPad": ("center-crop-pad-decompose",),
-    "BitShift": ("bitshift-decompose",),
+
+def t_mod_float_without_fmod(node, facts):
+    t = _dtype(facts, node.input[0])
+    if _attr(node, "fmod", 0) == 0 and t and t not in ("INT32", "INT64"):
+        return {"detail": f"fmod=0 on {t}", "trt_type": _trt_dtype(t)}
+    return None
+
+
+def t_attention_mask_and_causal(node, facts):
+    if _input(node, 3) and _attr(node, "is_causal", 0):
+        return {"detail": "attn_mask with is_causal=1"}
+    return None
+
+
+def t_attention_kv_shapes(node, facts):
+    k, v = facts.info(node.input[1]).shape, facts.info(node.input[2]).shape
+    if k is not None and v is not None and len(k) == len(v) and k != v:
+        return {"detail": f"K {list(k)} vs V {list(v)}"}
+    return None
+
+
+def _dims(shape) -> str | None:
+    """How TensorRT prints a static shape ("[1,4]"); None when a dim is not known."""
+    if shape is None or any(not isinstance(d, int) for d in shape):
+        return None
+    return "[" + ",".join(str(d) for d in shape) + "]"
+
+
+def t_if_branch_ranks(node, facts):
+    branches = {a.name: a.g for a in node.attribute if a.name in ("then_branch", "else_branch")}
+    if len(branches) != 2:
+        return None
+    from surgery.graph import tensor_info_from_type
+
+    for a, b in zip(branches["then_branch"].output, branches["else_branch"].output):
+        sa, sb = tensor_info_from_type(a.name, a.type).shape, tensor_info_from_type(b.name, b.type).shape
+        if sa is not None and sb is not None and len(sa) != len(sb):
+            values = {
+                "detail": f"branch outputs '{a.name}' (rank {len(sa)}) and '{b.name}' (rank {len(sb)}) differ"
+            }
+            if _dims(sa) and _dims(sb):
+                values.update(dims_then=_dims(sa), dims_else=_dims(sb))
+            return values
+    return None
+
+
+def t_unshaped_graph_input(node, facts, index):
+    x = _input(node, index)
+    if x in facts.graph_inputs and facts.info(x).shape is None:
+        w = facts.info(_input(node, 1)).rank
+        return {
+            "detail": f"graph input '{x}' has no shape",
+            "input": x,
+            "kernel_rank": w if w is not None else "?",
+        }
+    return None
+
+
+TESTS: dict[str, Callable[..., dict | None]] = {
+    name[2:]: fn for name, fn in globals().items() if name.startswith("t_") and callable(fn)
 }
-# graph-input and Cast types: a table's header list (with its 'limited support' note) names what TensorRT takes
-# ops that take UINT8 inputs although their table row does not list UINT8 (checked with TensorRT-RTX 1.7.1)
-UINT8_OK_OPS = {"Cast", "CastLike", "Identity", "Constant", "Shape", "Size", "Equal", "QuantizeLinear"}
 
 
-ELEMENTWISE = {
-    "Add": "SUM",
-    "Sub": "SUB",
-    "Mul": "PROD",
-    "Div": "DIV",
-    "Max": "MAX",
-    "Min": "MIN",
-    "Pow": "POW",
-    "Greater": "GREATER",
-    "Less": "LESS",
-}
+# -- the predictor ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Problem:
+    """A check that failed on a node, with the values its words and explanation are filled with."""
+
+    check: Check
+    values: dict
 
 
 def _schema_inputs(op: str, opset: int, domain: str = "") -> list[str]:
     try:
         return [i.name for i in onnx.defs.get_schema(op, opset, domain).inputs]
-    except Exception:
+    except Exception:  # no schema: no named inputs
         return []
 
 
 class TensorRTStaticBackend:
+    default_depth = Stage.PARSE
+    builds_in_check = False  # build-stage checks are predicted by check() itself
+
     def __init__(self, version: str):
         self.version = resolve_version(version)
         self.id = f"tensorrt-static@{version}"
-        self.data = support_data()["versions"][self.version]
+        self.table = version_table(self.version)
         self.label = f"TensorRT {version} (predicted)"
         self.static_checkers = _vt(self.version) >= (9, 3)  # 9.3 added builtin_op_static_checkers.cpp
-        self.types = set(self.data["data_types"])
+        self.types = set(self.table["data_types"])
+        self.checks = [c for c in load_checks() if c.applies(self.version)]
+        self._by_id = {c.id: c for c in self.checks}
 
     def availability(self) -> Availability:
-        note = f"; {self.data['note']}" if self.data["note"] else ""
-        return Availability(True, f"support table {self.data['source']}{note}")
+        note = f"; {self.table['note']}" if self.table["note"] else ""
+        return Availability(True, f"support table {self.table['source']}{note}")
 
     def _evidence(self, extra: str = "") -> Evidence:
-        return Evidence("support table", f"{self.data['source']} @ TensorRT {self.version}" + extra)
+        return Evidence("support table", f"{self.table['source']} @ TensorRT {self.version}" + extra)
 
-    def _applies(self, since: str, until: str) -> bool:
-        return _vt(since) <= _vt(self.version) <= _vt(until)
+    def _problem(self, check_id: str, node: NodeProto, **values) -> Problem | None:
+        check = self._by_id.get(check_id)
+        return None if check is None else Problem(check, values)
 
-    def _plugin_fallback(self, node: NodeProto) -> tuple[Status, str, str, str] | None:
-        """None when a standard plugin of this version imports the node, else the fallback's rejection."""
+    # -- the op is not in the table, or is listed N ----------------------------------------------------------------
+
+    def _fallback(self, node: NodeProto) -> Problem | None:
+        """None when a standard plugin of this version imports the node, else the fallback's refusal."""
         found = STANDARD_PLUGINS.get(node.op_type)
         if found and _vt(self.version) >= _vt(found[0]):
             return None
-        func = "checkFallbackPluginImporter" if self.static_checkers else "importFallbackPluginImporter"
-        code = "INVALID_NODE" if self.static_checkers else "UNSUPPORTED_NODE"
-        prefix = "" if self.static_checkers else "Assertion failed: "
-        return Status.REJECTED, code, f"{prefix}{PLUGIN_MSG} ({func})", func
+        check_id = "plugin-fallback" if self.static_checkers else "plugin-fallback-importer"
+        return self._problem(check_id, node)
 
-    def _const_input(self, node: NodeProto, facts: GraphFacts, row: dict):
-        """A table restriction '`x` must be an initializer / build-time constant' that the node breaks."""
-        if node.op_type in DEDICATED_CONST or not row.get("const_inputs"):
-            return None
-        names = _schema_inputs(node.op_type, opset_of(facts.model) or 13)
-        for rule in row["const_inputs"]:
-            if rule["input"] not in names:
-                continue  # an attribute in this opset (e.g. Reduce axes before opset 18)
-            if any(
-                (op, name) == (node.op_type, rule["input"]) and _vt(self.version) >= _vt(since)
-                for op, name, since in RTX_ACCEPTS
-            ):
-                continue
-            k = names.index(rule["input"])
-            x = node.input[k] if len(node.input) > k else ""
-            if not x:
-                continue
-            strict = rule["kind"] == "initializer" and _vt(self.version) < (10, 0)
-            ok = _weights(facts, x) if strict else _build_time_constant(facts, x)
-            if ok:
-                continue
-            detail = f"input '{x}' is computed at run time; table: {node.op_type} {rule['text']}"
-            for ops, since, until, code, func, msg, source in CONST_INPUT_TEXTS:
-                if node.op_type in ops and self._applies(since, until):
-                    text = msg.format(node=_node_name(node), lower=node.op_type.lower())
-                    return code, f"{text} ({func}; {detail})", source.format(op=node.op_type)
-            return (
-                "UNSUPPORTED_NODE",
-                f"{node.op_type}: {rule['text']} ({detail})",
-                f"docs/operators.md {node.op_type} row @ {self.data['table']}",
-            )
-        return None
-
-    def _types(self, node: NodeProto, facts: GraphFacts, row: dict):
-        """Data types the parser refuses on this node: Cast targets, UINT8 inputs and intermediates."""
-        if node.op_type == "Cast":
-            to = TensorProto.DataType.Name(_attr(node, "to", 0))
-            if to not in self.types:
-                if self.static_checkers:
-                    text = (
-                        'convertDtype(onnxType, &newType) && "Unsupported data type for the Cast operator!"'
-                    )
-                    return "INVALID_NODE", f"{text} (checkCast; to={to})", f"{CHECKERS} line 207 ({MSGS})"
-                return (
-                    "UNSUPPORTED_NODE",
-                    f"Assertion failed: Unsupported cast! (importCast; to={to})",
-                    f"docs/operators.md data types @ {self.data['table']}",
-                )
-        if "UINT8" in self.types:
-            uint8_in = [x for x in node.input if x and _dtype(facts, x) == "UINT8"]
-            if uint8_in and node.op_type not in UINT8_OK_OPS and "UINT8" not in row.get("types", ""):
-                if node.op_type in ELEMENTWISE and _vt(self.version) >= (10, 15):
-                    name = _node_name(node)
-                    return (
-                        "INVALID_NODE",
-                        f"Invalid Node - {name}\nITensor::getDimensions: Error Code 4: API Usage Error ({name}: "
-                        f"ElementWiseOperation {ELEMENTWISE[node.op_type]} requires inputs with type kFLOAT, "
-                        "kHALF, kBF16, kFP8, or kINT8, kINT32, or kINT64. But type is UInt8.) (parseNode)",
-                        f"{RTX}; docs: UINT8 is only supported as network input or output tensor types",
-                    )
-                return (
-                    "UNSUPPORTED_NODE",
-                    "Assertion failed: status.is_success(): Found unsupported input type of UINT8 "
-                    f"(checkNotInvalidType; input '{uint8_in[0]}')",
-                    f"importerUtils.cpp:40 @ 10.10-GA ({MSGS}); docs: UINT8 is only supported as network "
-                    "input or output tensor types",
-                )
-            out8 = [
-                o for o in node.output if o and _dtype(facts, o) == "UINT8" and o not in facts.graph_outputs
-            ]
-            if out8 and node.op_type != "Constant" and _vt(self.version) >= (10, 0):
-                return (
-                    "UNSUPPORTED_NODE",
-                    "Assertion failed: legalUINT8: TensorRT does not support UINT8 types for intermediate "
-                    f"tensors! (parseNode; output '{out8[0]}')",
-                    f"ModelImporter.cpp:304 @ 10.10-GA ({MSGS}); docs: UINT8 only as network input/output",
-                )
-        return None
-
-    def _verdict_for(
-        self, node: NodeProto, facts: GraphFacts
-    ) -> tuple[Status, str, str, tuple[str, ...], str]:
-        """(status, code, message, rules, source)"""
+    def _table_problem(self, node: NodeProto) -> Problem | None:
         domain = node.domain or ""
-        ops = self.data["ops"]
+        ops = self.table["ops"]
         # the importer map is keyed by op type alone: a standard op name in another domain is imported as the
         # standard op (checked with TensorRT-RTX 1.7.1: com.example::Relu parses); ai.onnx.ml ops have no importer
         if domain == ML_DOMAIN or node.op_type not in ops:
-            found = self._plugin_fallback(node)
-            rules = {
-                ML_DOMAIN: ("ml-scaler-decompose",) if node.op_type == "Scaler" else (),
-                "mmcv": ("mmcv-deformconv-to-plugin",),
-            }.get(domain, ())
-            if node.op_type == "DeformConv":  # no DeformConv importer before 10.2: its plugin is 8.6+
-                rules = ("deformconv-to-plugin",)
-            if found is None:
-                since, source = STANDARD_PLUGINS[node.op_type]
-                return (
-                    Status.SUPPORTED,
-                    "",
-                    f"imported by the standard plugin {node.op_type} (TensorRT ≥ {since})",
-                    (),
-                    source,
-                )
-            status, code, message, func = found
-            return status, code, message, rules, f"ModelImporter.cpp: no importer for {node.op_type} → {func}"
-        row = ops[node.op_type]
-        if not row["supported"]:
-            rules = N_OP_RULES
+            return self._fallback(node)
+        if not ops[node.op_type]["supported"]:
             if self.static_checkers and node.op_type not in N_WITHOUT_CHECKER:
-                return (
-                    Status.REJECTED,
-                    "UNSUPPORTED_NODE",
-                    f"false (check{node.op_type})",
-                    rules.get(node.op_type, ()),
-                    f"N in the table; onnxOpCheckers.cpp STATIC_CHECK(false) for N-listed ops — {ERRORS} row 3",
-                )
-            status, code, message, func = self._plugin_fallback(node) or (Status.REJECTED, "", "", "")
-            return (
-                status,
-                code,
-                message,
-                rules.get(node.op_type, ()),
-                f"N in the table: no importer, plugin fallback ({func}) — {ERRORS} row 1",
-            )
-        inner = self._subgraph_problem(node) if node.op_type in ("If", "Loop", "Scan") else None
-        if inner:
-            return inner
-        for static in (True, False):
-            broken = []  # static checkers report every problem of a node; an importer stops at its first
-            for c in CONSTRAINTS:
-                if c.func.startswith(STATIC_FUNCS) is not static:
-                    continue
-                if (not c.ops or node.op_type in c.ops) and c.applies(self.version):
-                    detail = c.check(node, facts)
-                    if detail:
-                        text = c.message.format(node=_node_name(node), detail=detail)
-                        broken.append((c, f"{text} ({c.func}; {detail})"))
-                        if not static:
-                            break
-            if broken:
-                c = broken[0][0]
-                rules = tuple(dict.fromkeys(r for b, _ in broken for r in b.rules))
-                return Status.REJECTED, c.code, "\n".join(m for _, m in broken), rules, c.source
-            found = self._types(node, facts, row) if static else self._const_input(node, facts, row)
-            if found:
-                code, message, source = found
-                return Status.REJECTED, code, message, (), source
-        if _vt(self.version) < (9, 0) and any(True for _ in _int64_out_of_range(facts, node)):
-            return (
-                Status.SUPPORTED,
-                "",
-                "supported; note: INT64 bounds beyond INT32 are clamped to INT32 when cast down, which does "
-                "not change a Slice's result (the parser logs 'One or more weights outside the range of INT32 "
-                "was clamped' as a warning)",
-                ("int64-slice-bounds",) if node.op_type == "Slice" else (),
-                CONSTRAINT_BY_ID["int64-clamped"].source,
-            )
-        return Status.SUPPORTED, "", "", (), ""
+                return self._problem("table-unsupported", node)
+            return self._fallback(node)
+        return None
 
-    def _subgraph_problem(self, node: NodeProto):
-        """The static checkers recurse into If/Loop/Scan bodies: an op there without importer rejects the node."""
+    def _body_problem(self, node: NodeProto) -> tuple[Problem, NodeProto] | None:
+        """The parser imports If/Loop/Scan bodies with the same importers: an op there without importer refuses."""
         for a in node.attribute:
             graphs = [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)
             for g in graphs:
                 for n in g.node:
-                    row = self.data["ops"].get(n.op_type)
-                    if n.domain == ML_DOMAIN or row is None:
-                        found = self._plugin_fallback(n)
-                        if found:
-                            return (
-                                found[0],
-                                found[1],
-                                f"{found[2]} (in the body: {n.op_type})",
-                                (),
-                                found[3],
-                            )
-                    elif not row["supported"]:
-                        if self.static_checkers:
-                            return (
-                                Status.REJECTED,
-                                "UNSUPPORTED_NODE",
-                                f"false (check{n.op_type}; in the body of {node.op_type})",
-                                (),
-                                f"N in the table; static checkers recurse into subgraphs ({RTX})",
-                            )
-                        found = self._plugin_fallback(n)
-                        return (found[0], found[1], f"{found[2]} (in the body: {n.op_type})", (), found[3])
+                    found = self._table_problem(n)
+                    if found:
+                        return found, n
                     if n.op_type in ("If", "Loop", "Scan"):
-                        deeper = self._subgraph_problem(n)
+                        deeper = self._body_problem(n)
                         if deeper:
                             return deeper
         return None
 
-    def _model_level(self, model: ModelProto, facts: GraphFacts) -> tuple[list[str], list[str], dict]:
-        """(blockers, warnings, node index -> (code, message, rules, source)) for what is not one node's fault."""
-        blockers, warnings, per_node = [], [], {}
-        opset = opset_of(model) or 0
-        if opset > self.data["max_opset"]:
-            warnings.append(
-                f"warning: the model uses opset {opset}; the TensorRT {self.version} table covers opsets "
-                f"{self.data['min_opset']}–{self.data['max_opset']} (newer op versions may not import; the "
-                "parser itself does not refuse the opset number)"
-            )
-        for x in facts.graph_inputs:
-            info = facts.info(x)
-            dtype = _dtype(facts, x)
-            problem = None
-            if info.shape is None:
-                c = CONSTRAINT_BY_ID["unshaped-input"]
-                problem = (
-                    c.code,
-                    f"Input {x} has no shape (rank unknown): TensorRT needs the rank of every network input. "
-                    "(importInput)",
-                    c.rules,
-                    c.source,
-                )
-            elif dtype and dtype not in self.types:
-                problem = (
-                    "UNSUPPORTED_NODE",
-                    'Assertion failed: convertDtype(onnxDtype.elem_type(), &trtDtype) && "Failed to convert '
-                    f'ONNX date type to TensorRT data type." (importInput; input {x} is {dtype})',
-                    (),
-                    f"ModelImporter.cpp:421 @ 10.10-GA ({MSGS}); data types of docs/operators.md @ "
-                    f"{self.data['table']}: {', '.join(sorted(self.types))}",
-                )
-            if problem:
-                blockers.append(f"error: {problem[1]}")
-                if (
-                    info.shape is None
-                ):  # a type problem is the input's alone; a missing rank stops its consumers
-                    for i in facts.consumers.get(x, []):
-                        per_node.setdefault(i, problem)
-        return blockers, warnings, per_node
+    # -- types and constant inputs the table asks for ---------------------------------------------------------
 
-    def check(self, model: ModelProto, base_dir: str | None = None) -> Report:
+    def _types(self, node: NodeProto, facts: GraphFacts, row: dict) -> Problem | None:
+        """Data types the parser refuses on this node: Cast targets, UINT8 inputs and intermediates."""
+        if node.op_type == "Cast":
+            to = TensorProto.DataType.Name(_attr(node, "to", 0))
+            if to not in self.types:
+                check_id = (
+                    "cast-unsupported-type" if self.static_checkers else "cast-unsupported-type-importer"
+                )
+                return self._problem(check_id, node, to=to)
+        if "UINT8" not in self.types:
+            return None
+        uint8_in = [x for x in node.input if x and _dtype(facts, x) == "UINT8"]
+        if uint8_in and node.op_type not in UINT8_OK_OPS and "UINT8" not in row.get("types", ""):
+            if node.op_type in ELEMENTWISE and "uint8-elementwise" in self._by_id:
+                return self._problem(
+                    "uint8-elementwise", node, input=uint8_in[0], operation=ELEMENTWISE[node.op_type]
+                )
+            return self._problem("uint8-input", node, input=uint8_in[0])
+        out8 = [o for o in node.output if o and _dtype(facts, o) == "UINT8" and o not in facts.graph_outputs]
+        if out8 and node.op_type != "Constant":
+            return self._problem("uint8-intermediate", node, output=out8[0])
+        return None
+
+    def _const_input(self, node: NodeProto, facts: GraphFacts, row: dict) -> Problem | None:
+        """A table restriction '`x` must be an initializer / build-time constant' that the node breaks."""
+        if not row.get("const_inputs") or node.op_type in DEDICATED_CONST:
+            return None
+        names = _schema_inputs(node.op_type, opset_of(facts.model) or 13)
+        family = [c for c in load_checks() if c.id.startswith("const-input-") and node.op_type in c.ops]
+        for rule in row["const_inputs"]:
+            if rule["input"] not in names:
+                continue  # an attribute in this opset (e.g. Reduce axes before opset 18)
+            x = _input(node, names.index(rule["input"]))
+            if not x:
+                continue
+            strict = rule["kind"] == "initializer" and _vt(self.version) < (10, 0)
+            if facts.is_weights(x) if strict else _build_time_constant(facts, x):
+                continue
+            values = {
+                "input": x,
+                "table_text": rule["text"],
+                "detail": f"input '{x}' is computed at run time",
+            }
+            applying = [c for c in family if c.applies(self.version)]
+            if applying:
+                return Problem(applying[0], values)
+            if family and _vt(self.version) > max(_vt(c.until) for c in family):
+                continue  # newer than every version known to refuse it (CumSum: TensorRT-RTX takes a computed axis)
+            return self._problem("const-input", node, **values)
+        return None
+
+    # -- one node ----------------------------------------------------------------------------------------------
+
+    def _problems(self, node: NodeProto, facts: GraphFacts) -> tuple[list[Problem], NodeProto | None]:
+        """What the parser of this version refuses on the node (the first importer problem, every static one),
+        and the body node at fault when it is inside an If/Loop/Scan body."""
+        found = self._table_problem(node)
+        if found:
+            return [found], None
+        if node.op_type not in self.table["ops"] or (node.domain or "") == ML_DOMAIN:
+            return [], None  # a standard plugin of this version imports it
+        if node.op_type in ("If", "Loop", "Scan"):
+            inner = self._body_problem(node)
+            if inner:
+                return [inner[0]], inner[1]
+        row = self.table["ops"][node.op_type]
+        for static in (True, False):
+            broken = []  # static checkers report every problem of a node; an importer stops at its first
+            for c in self.checks:
+                if c.test in ("table", "model") or c.func.startswith(STATIC_FUNCS) is not static:
+                    continue
+                if c.ops and node.op_type not in c.ops:
+                    continue
+                values = TESTS[c.test](node, facts, **c.args)
+                if values:
+                    broken.append(Problem(c, values))
+                    if not static:
+                        break
+            if broken:
+                return broken, None
+            found = self._types(node, facts, row) if static else self._const_input(node, facts, row)
+            if found:
+                return [found], None
+        return [], None
+
+    def _verdict(
+        self, index: int, key: str, node: NodeProto, facts: GraphFacts, depth: Stage, report
+    ) -> Verdict:
+        problems, inner = self._problems(node, facts)
+        deferred = [p for p in problems if p.check.stage == "build" and depth is Stage.PARSE]
+        problems = [p for p in problems if p not in deferred]
+        for p in deferred:  # the parser accepts; the builder will refuse: say so without refusing at parse
+            words, source, explanation = self._texts(p, node, inner)
+            report.messages.append(
+                Message(
+                    "warning",
+                    words=words,
+                    explanation=f"{node.op_type} '{key}' at build: {explanation} (check with --depth build)",
+                    code=p.check.code,
+                    stage=Stage.BUILD,
+                    words_from=source,
+                )
+            )
+        if not problems:
+            note = ""
+            if node.op_type in STANDARD_PLUGINS and node.op_type not in self.table["ops"]:
+                since, source = STANDARD_PLUGINS[node.op_type]
+                note = f"imported by the standard plugin {node.op_type} (TensorRT ≥ {since}; {source})"
+            if (
+                _vt(self.version) < (9, 0)
+                and node.op_type == "Slice"
+                and any(int64_out_of_int32(facts, node))
+            ):
+                note = (
+                    "INT64 bounds beyond INT32 are clamped to INT32 when cast down, which does not change a "
+                    "Slice's result (the parser only warns)"
+                )
+            return Verdict(
+                key, index, node.op_type, Status.SUPPORTED, explanation=note, evidence=self._evidence()
+            )
+        texts = [self._texts(p, node, inner) for p in problems]
+        first = problems[0].check
+        words = "\n".join(dict.fromkeys(w for w, _, _ in texts if w))
+        sources = list(dict.fromkeys(s for w, s, _ in texts if w))
+        return Verdict(
+            key,
+            index,
+            node.op_type,
+            Status.REJECTED,
+            first.code,
+            words=words,
+            explanation="; ".join(dict.fromkeys(e for _, _, e in texts)),
+            stage=Stage(first.stage),
+            evidence=self._evidence("; " + "; ".join(dict.fromkeys(p.check.source for p in problems))),
+            words_from="; ".join(sources),
+            checks=tuple(dict.fromkeys(p.check.id for p in problems)),
+        )
+
+    def _texts(self, problem: Problem, node: NodeProto, inner: NodeProto | None) -> tuple[str, str, str]:
+        """(the parser's words or '', where they come from, our explanation) for a problem on `node`."""
+        at = inner if inner is not None else node
+        values = {
+            "node": parser_node_name(at),
+            "op": at.op_type,
+            "lower": at.op_type.lower(),
+            "domain": f"{at.domain}::" if at.domain not in ("", "ai.onnx") else "",
+            "version": self.version,
+            "detail": "",
+            **problem.values,
+        }
+        explanation = _fill(problem.check.explanation, values, strict=False)
+        if inner is not None:
+            explanation = f"in its body, {inner.op_type} '{parser_node_name(inner)}': {explanation}"
+        w = problem.check.words_for(self.version)
+        words = _fill(w.template, values, strict=True) if w else ""
+        if w and not words:
+            missing = sorted(_needs(w.template) - set(values))
+            explanation += f" (the parser's words need {', '.join(missing)}, not known here)"
+        return words, (w.source if words else ""), explanation
+
+    # -- the model ---------------------------------------------------------------------------------------------
+
+    def _model_level(self, model: ModelProto, facts: GraphFacts) -> list[Message]:
+        out = []
+        opset = opset_of(model) or 0
+        if opset > self.table["max_opset"]:
+            out.append(
+                Message(
+                    "warning",
+                    explanation=f"the model uses opset {opset}; the TensorRT {self.version} table covers opsets "
+                    f"{self.table['min_opset']}–{self.table['max_opset']} (newer op versions may not import; the "
+                    "parser itself does not refuse the opset number)",
+                )
+            )
+        check = self._by_id.get("input-dtype")
+        for x in facts.graph_inputs:
+            info, dtype = facts.info(x), _dtype(facts, x)
+            if info.shape is None:
+                out.append(
+                    Message(
+                        "warning",
+                        explanation=f"graph input '{x}' has no shape: TensorRT imports it as a scalar (rank 0), "
+                        "so nodes that need a rank fail (TensorRT-RTX 1.7.1)",
+                    )
+                )
+            elif check and dtype and dtype not in self.types:
+                values = {"input": x, "dtype": dtype, "version": self.version}
+                w = check.words_for(self.version)
+                out.append(
+                    Message(
+                        "error",
+                        words=_fill(w.template, values, strict=True) if w else "",
+                        explanation=_fill(check.explanation, values, strict=False),
+                        code=check.code,
+                        words_from=w.source if w else "",
+                    )
+                )
+        return out
+
+    def check(self, model: ModelProto, base_dir: str | None = None, depth: Stage = Stage.PARSE) -> Report:
         t0 = time.perf_counter()
         facts = GraphFacts.of(model)
-        report = Report(self.id, self.label, self.version)
-        blockers, warnings, per_node = self._model_level(model, facts)
+        report = Report(self.id, self.label, self.version, depth=Stage(depth))
+        report.messages = self._model_level(model, facts)
         for i, (key, node) in enumerate(zip(facts.keys, model.graph.node)):
-            status, code, message, rules, source = self._verdict_for(node, facts)
-            if (
-                i in per_node and status is not Status.REJECTED
-            ):  # the node's own problem is the more useful one
-                code, message, rules, source = per_node[i]
-                status = Status.REJECTED
-            evidence = self._evidence(f"; {source}" if source else "")
-            report.verdicts.append(
-                Verdict(key, i, node.op_type, status, message, code, evidence, tuple(rules))
-            )
-        report.messages = blockers + warnings
-        report.accepted = not report.rejected and not blockers
+            report.verdicts.append(self._verdict(i, key, node, facts, Stage(depth), report))
+        report.accepted = not report.rejected and not report.errors
         report.seconds = time.perf_counter() - t0
         return report
 

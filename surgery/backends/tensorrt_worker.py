@@ -54,9 +54,13 @@ def import_trt():
         return trt, "TensorRT-RTX"
 
 
-def _clean(text: str) -> str:
-    text = re.sub(r"\s*cudaError\s*35.*$", "", text.strip(), flags=re.S)
-    return text
+# Without a GPU, TensorRT-RTX appends a line about CUDA to some messages; it is not about the model.
+_NO_GPU_TAIL = re.compile(r"\s*(?:cudaError\s*35|\[checkMacros\.cpp::catchCudaError).*$", re.S)
+
+
+def clean_words(text: str) -> str:
+    """The parser's or builder's text, verbatim but for the no-GPU line TensorRT-RTX appends."""
+    return _NO_GPU_TAIL.sub("", text.strip())
 
 
 def _parse(trt, logger, data: bytes, path: str | None):
@@ -73,7 +77,7 @@ def _parse(trt, logger, data: bytes, path: str | None):
                 "name": e.node_name(),
                 "op": e.node_operator(),
                 "code": str(e.code()).split(".")[-1],
-                "desc": _clean(e.desc()),
+                "desc": clean_words(e.desc()),
                 "func": e.func(),
             }
         )
@@ -104,9 +108,13 @@ def _submodel(model: ModelProto, facts: GraphFacts, keep: list[int]) -> ModelPro
     return sub
 
 
+def _verdict(status: str, code: str = "", words: str = "", func: str = "", explanation: str = "") -> dict:
+    return {"status": status, "code": code, "words": words, "func": func, "explanation": explanation}
+
+
 def check(data: bytes, base_dir: str | None = None, max_rounds: int = 64) -> dict:
-    """Every node's verdict: {"flavour", "version", "accepted", "verdicts": {index: (status, code, message)},
-    "messages", "parses"}."""
+    """Every node's verdict: {"flavour", "version", "accepted", "verdicts": {index: verdict dict}, "messages":
+    [error dicts not tied to a node], "parses"}. A verdict's "words" are the parser's desc, verbatim."""
     trt, flavour = import_trt()
     logger = trt.Logger(trt.Logger.INTERNAL_ERROR)
     if hasattr(trt, "init_libnvinfer_plugins"):
@@ -138,35 +146,44 @@ def check(data: bytes, base_dir: str | None = None, max_rounds: int = 64) -> dic
     verdicts = result["verdicts"]
     n = len(model.graph.node)
     if ok:
-        verdicts.update({i: ("supported", "", "") for i in range(n)})
+        verdicts.update({i: _verdict("supported") for i in range(n)})
         return result
     remaining = list(facts.order)
-    index_map = list(range(n))
-    tainted: set[str] = (
-        set()
-    )  # tensors whose value depends on a rejected node's output of unknown shape  # position in the parsed model -> index in the original
+    index_map = list(range(n))  # position in the parsed model -> index in the original
+    tainted: set[str] = set()  # tensors whose value depends on a rejected node's output of unknown shape
     for _ in range(max_rounds):
         tied = [e for e in errors if 0 <= e["node"] < len(index_map)]
         for e in errors:
             if not (0 <= e["node"] < len(index_map)):
-                result["messages"].append(f"{e['code']}: {e['desc']} ({e['func']})")
+                result["messages"].append(e)
         if not tied:
+            last = result["messages"][-1] if result["messages"] else None
             for i in remaining:
-                verdicts.setdefault(i, ("unknown", "", "not reached: " + "; ".join(result["messages"][-1:])))
+                verdicts.setdefault(
+                    i,
+                    _verdict(
+                        "unknown",
+                        last["code"] if last else "",
+                        last["desc"] if last else "",
+                        last["func"] if last else "",
+                        "not reached: the parser stopped at an error not tied to a node",
+                    ),
+                )
             break
         for e in tied:
             i = index_map[e["node"]]
-            message = f"{e['desc']} ({e['func']})"
             vague = [x for x in _all_inputs(model.graph.node[i]) if x in tainted]
             if vague:  # the node lost its real input to a rejected producer: its verdict is not trustworthy
-                verdicts[i] = (
+                verdicts[i] = _verdict(
                     "unknown",
                     e["code"],
-                    f"fed by a rejected node (input '{vague[0]}' of unknown shape "
-                    f"when checked alone); the parser said: {message}",
+                    e["desc"],
+                    e["func"],
+                    f"fed by a rejected node: input '{vague[0]}' had an unknown shape when the rest of the "
+                    "model was parsed without it",
                 )
             else:
-                verdicts[i] = ("rejected", e["code"], message)
+                verdicts[i] = _verdict("rejected", e["code"], e["desc"], e["func"])
         remaining = [i for i in remaining if i not in verdicts]
         if not remaining:
             break
@@ -184,6 +201,6 @@ def check(data: bytes, base_dir: str | None = None, max_rounds: int = 64) -> dic
         result["parses"] += 1
         index_map = remaining
         if ok:
-            verdicts.update({i: ("supported", "", "") for i in remaining})
+            verdicts.update({i: _verdict("supported") for i in remaining})
             break
     return result

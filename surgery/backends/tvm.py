@@ -19,9 +19,12 @@ from surgery.backends.base import (
     Availability,
     BuildsWithSurgeryBuild,
     Evidence,
+    Message,
     Report,
+    Stage,
     Status,
     Verdict,
+    error_line,
     not_installed,
     package_version,
 )
@@ -39,11 +42,6 @@ CONTRIB = {
 }
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines() or [type(exc).__name__]
-    return f"{type(exc).__name__}: {text[0][:300]}"
-
-
 def _import(data: bytes, base_dir: str | None = None) -> str | None:
     """In the isolated process: None when the frontend imports the model, else its first line of complaint."""
     import onnx
@@ -58,7 +56,7 @@ def _import(data: bytes, base_dir: str | None = None) -> str | None:
         from_onnx(model)
         return None
     except Exception as exc:  # the frontend's refusal is the verdict
-        return _first_line(exc)
+        return error_line(exc)
 
 
 def _import_whole(data: bytes, base_dir: str | None = None) -> tuple[str, str | None]:
@@ -110,7 +108,11 @@ class TVMBackend(BuildsWithSurgeryBuild):
             return missing
         return Availability(True, f"TVM {self.version}, Relax ONNX frontend, llvm target")
 
-    def check(self, model: ModelProto, base_dir: str | None = None) -> Report:
+    default_depth = (
+        Stage.BUILD
+    )  # the frontend imports what the Relax build then refuses (int64 literals, ...)
+
+    def check(self, model: ModelProto, base_dir: str | None = None, depth: Stage = Stage.PARSE) -> Report:
         t0 = time.perf_counter()
         version, error = call_isolated(
             "surgery.backends.tvm:_import_whole", model.SerializeToString(), base_dir, timeout=TIMEOUT_S
@@ -134,25 +136,40 @@ class TVMBackend(BuildsWithSurgeryBuild):
                     i,
                     node.op_type,
                     Status.REJECTED,
-                    f"custom op {node.domain}::{node.op_type}: TVM's ONNX frontend ignores op domains and "
-                    f"would import it as the standard {node.op_type}, which it is not",
                     "FOREIGN_DOMAIN",
-                    whole if i not in probed else probe,
+                    explanation=f"custom op {node.domain}::{node.op_type}: TVM's ONNX frontend ignores op "
+                    f"domains and would import it as the standard {node.op_type}, which it is not",
+                    evidence=whole if i not in probed else probe,
                 )
             elif i in probed:
-                missing = "OpNotImplemented" in probed[i][1]
-                status, message = judge(
-                    facts, i, probed[i], definite=missing or i in alien, whole_error=error
-                )
+                ok, words = probed[i]
+                missing = "OpNotImplemented" in words
+                status, why = judge(facts, i, probed[i], definite=missing or i in alien, whole_error=error)
                 code = {Status.SUPPORTED: "", Status.UNKNOWN: "PROBE_CONTEXT"}.get(status, "FRONTEND")
                 v = Verdict(
-                    key, i, node.op_type, status, message, "OP_NOT_IMPLEMENTED" if missing else code, probe
+                    key,
+                    i,
+                    node.op_type,
+                    status,
+                    "OP_NOT_IMPLEMENTED" if missing and not ok else code,
+                    words="" if ok else words,
+                    explanation=why,
+                    evidence=probe,
+                    words_from="" if ok else "live",
                 )
             else:
                 v = Verdict(key, i, node.op_type, Status.SUPPORTED, evidence=whole)
             report.verdicts.append(v)
         report.accepted = error is None and not report.rejected
         if error is not None and not report.rejected:
-            report.messages.append(error)  # every node imports alone: the failure is about how they fit
+            report.messages.append(
+                Message(
+                    "error",
+                    words=error,
+                    explanation="every node imports alone: the failure is about how they fit together",
+                    code="FRONTEND",
+                    words_from="live",
+                )
+            )
         report.seconds = time.perf_counter() - t0
         return report

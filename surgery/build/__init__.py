@@ -25,11 +25,14 @@ BUILDERS = {
 
 
 def named_node(message: str, model: ModelProto) -> str | None:
-    """The node a backend's message names in quotes or parentheses ("in node (/conv1/Conv)", "node with name
-    'my_relu'"); the longest such name wins."""
+    """The node a backend's message names: in quotes or parentheses ("in node (/conv1/Conv)", "node with name
+    'my_relu'"), or as TensorRT names a node's layers ("IConditionalOutputLayer /if/If_OutputLayer: ...",
+    "/conv/Conv: ..."); the longest such name wins, so '/a/b' beats '/a'."""
     names = sorted({n.name for n in model.graph.node if n.name}, key=len, reverse=True)
     for name in names:
-        if re.search(rf"""['"(]{re.escape(name)}['")]""", message):
+        quoted = rf"""['"(]{re.escape(name)}['")]"""
+        layer = rf"(?<![\w/.]){re.escape(name)}(?:_[A-Za-z]*Layer)?(?![\w/.])"
+        if re.search(quoted, message) or re.search(layer, message):
             return name
     return None
 

@@ -61,7 +61,9 @@ def _same(a, b) -> bool:
 def measure_into(report, model: ModelProto, base_dir, options, prepare) -> None:
     """Fill `report.accuracy` and `report.latency_ms`: `prepare(feeds)` returns a call that runs the built
     engine once and returns its outputs by name. A measurement that fails leaves the build standing and says
-    why in `report.note`."""
+    why in `report.note`. Nothing runs when `options.measure` is off (a check's build stage)."""
+    if not options.measure:
+        return
     try:
         feeds, ref = reference(model, base_dir, opt_shapes(options))
         run_once = prepare(feeds)

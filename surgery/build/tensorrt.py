@@ -5,7 +5,6 @@ TensorRT's IProgressMonitor. Runs inside an isolated worker (surgery.build.build
 
 from __future__ import annotations
 
-import re
 import time
 import warnings
 from pathlib import Path
@@ -14,15 +13,11 @@ from onnx import ModelProto
 
 from surgery.backends.base import BuildOptions, BuildReport
 from surgery.backends.isolate import report_progress
-from surgery.backends.tensorrt_worker import import_trt
+from surgery.backends.tensorrt_worker import clean_words, import_trt
+from surgery.build import named_node
 
 PARSE_END, BUILD_START, BUILD_END = 0.1, 0.15, 0.9
 QDQ = {"QuantizeLinear", "DequantizeLinear"}
-
-
-def _clean(text: str) -> str:
-    """TensorRT-RTX without a GPU appends a harmless 'cudaError 35' line to some messages."""
-    return re.sub(r"\s*cudaError\s*35.*$", "", text.strip(), flags=re.S)
 
 
 def _logger(trt, lines: list[str]):
@@ -78,15 +73,6 @@ def _monitor(trt):
                     break
 
     return Monitor()
-
-
-def _node_named(message: str, model: ModelProto) -> str | None:
-    """The node a builder message names (the longest node name found in it, so '/a/b' wins over '/a')."""
-    names = sorted({n.name for n in model.graph.node if n.name}, key=len, reverse=True)
-    for name in names:
-        if re.search(rf"(?<![\w/.]){re.escape(name)}(?![\w/.])", message):
-            return name
-    return None
 
 
 def _dims(shape) -> str:
@@ -171,9 +157,9 @@ def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
         first = errors[0]
         more = f" (and {len(errors) - 1} more parser errors, see the log)" if len(errors) > 1 else ""
         return fail(
-            _clean(str(first)) + more,
+            clean_words(str(first)) + more,
             node=first.node_name() or None,
-            log="\n".join(lines + [_clean(str(e)) for e in errors]),
+            log="\n".join(lines + [clean_words(str(e)) for e in errors]),
             seconds=time.perf_counter() - t0,
         )
     report_progress(PARSE_END, "tensorrt: parsed")
@@ -220,10 +206,10 @@ def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
     log = "\n".join(lines)
     if engine is None:
         errors = [x for x in lines if x.startswith(("[ERROR]", "[INTERNAL_ERROR]"))] or lines[-1:]
-        message = _clean(errors[0].split("] ", 1)[-1]) if errors else "the builder returned no engine"
+        message = clean_words(errors[0].split("] ", 1)[-1]) if errors else "the builder returned no engine"
         if "no optimization profile" in message or (dynamic and "profile" in message):
             notes.append(_profile_hint(dynamic))
-        return fail(message, node=_node_named(message, model), log=log, seconds=seconds)
+        return fail(message, node=named_node(message, model), log=log, seconds=seconds)
 
     out_dir = Path(options.out_dir)
     artifact = out_dir / ("model.rtx.engine" if flavour == "TensorRT-RTX" else "model.engine")

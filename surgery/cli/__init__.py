@@ -1,5 +1,6 @@
 """`onnx-surgery`: inspect, check, fix, build, app. One module per command in this package, each with
-`add_parser(subparsers)` and `run(args) -> int`. Exit codes: 0 ok, 1 a target rejects something, 2 bad input."""
+`add_parser(subparsers)` and `run(args) -> int`. Exit codes: 0 ok, 1 a target rejects something, 2 bad input,
+3 nothing rejected but a target cannot confirm the model."""
 
 from __future__ import annotations
 
@@ -9,7 +10,20 @@ import sys
 
 COMMANDS = ["inspect", "targets", "check", "fix", "build", "app"]  # each command adds itself here
 
-EXIT_OK, EXIT_REJECTED, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_REJECTED, EXIT_BAD_INPUT, EXIT_CANNOT_CONFIRM = 0, 1, 2, 3
+
+
+def exit_code(reports) -> int:
+    """0 every available target accepts; 1 one rejects; 3 none rejects but one cannot confirm (an unavailable
+    target does not count: `targets` says why it is off)."""
+    from surgery.backends.base import Outcome
+
+    outcomes = {r.outcome for r in reports}
+    if Outcome.REJECTS in outcomes:
+        return EXIT_REJECTED
+    if Outcome.CANNOT_CONFIRM in outcomes:
+        return EXIT_CANNOT_CONFIRM
+    return EXIT_OK
 
 
 def build_parser() -> argparse.ArgumentParser:

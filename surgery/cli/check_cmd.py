@@ -1,4 +1,8 @@
-"""`onnx-surgery check MODEL --target T ...`: every node's verdict per backend, in the backend's words."""
+"""`onnx-surgery check MODEL --target T ...`: every node's verdict per backend. The backend's own words are
+printed after `parser says:` / `builder says:` (quoted, verbatim), our explanation after `why:`.
+
+Exit codes: 0 every target accepts; 1 a target rejects something; 3 nothing is rejected but a target cannot
+confirm the model (unknown verdicts, e.g. a plugin this backend lacks); 2 bad input."""
 
 from __future__ import annotations
 
@@ -6,8 +10,15 @@ import json
 import sys
 from collections import defaultdict
 
-from surgery.backends.base import Status
-from surgery.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_REJECTED
+from surgery.backends.base import Outcome, Stage, Status
+from surgery.cli import EXIT_BAD_INPUT, exit_code
+
+WHO = {Stage.PARSE: "parser says", Stage.BUILD: "builder says", Stage.RUN: "backend says"}
+
+
+def who(backend: str, stage: Stage) -> str:
+    """Whose words these are: the parser's or the builder's (onnxruntime's session creation is both)."""
+    return "onnxruntime says" if backend == "onnxruntime" else WHO[stage]
 
 
 def add_parser(sub):
@@ -20,6 +31,14 @@ def add_parser(sub):
         default=None,
         help="tensorrt, tensorrt-static@VERSION, onnxruntime, openvino, tvm (repeat; default onnxruntime)",
     )
+    p.add_argument(
+        "--depth",
+        choices=["parse", "build"],
+        default=None,
+        help="how far to go: parse (the ONNX parser / importer) or build (also build what parsed, as `build` "
+        "does). Default per target: parse for tensorrt and tensorrt-static, build for onnxruntime (session "
+        "creation), openvino (compile_model) and tvm (Relax build)",
+    )
     p.add_argument("--format", choices=["text", "json", "sarif"], default="text")
     p.add_argument("--all", action="store_true", help="list supported nodes too")
     p.add_argument("--max-bytes", type=int, default=None)
@@ -31,13 +50,13 @@ def add_parser(sub):
     return p
 
 
-def _sarif(path: str, reports) -> dict:
+def _sarif(path: str, reports, suggestions: dict) -> dict:
     """SARIF 2.1.0: one result per rejected node; ruleId is the verdict code, the message the backend's words,
     the location the model file with the node as a logical location."""
     results, rules = [], {}
     for r in reports:
-        for v in r.rejected:
-            rule_id = v.code or "REJECTED"
+        for v in r.rejected + r.unknown:
+            rule_id = v.code or ("REJECTED" if v.status is Status.REJECTED else "UNKNOWN")
             rules.setdefault(
                 rule_id,
                 {"id": rule_id, "shortDescription": {"text": f"node rejected by a backend ({rule_id})"}},
@@ -45,8 +64,8 @@ def _sarif(path: str, reports) -> dict:
             results.append(
                 {
                     "ruleId": rule_id,
-                    "level": "error",
-                    "message": {"text": v.message or f"{r.label} rejects this node"},
+                    "level": "error" if v.status is Status.REJECTED else "warning",
+                    "message": {"text": v.words or v.explanation or f"{r.label} rejects this node"},
                     "locations": [
                         {
                             "physicalLocation": {"artifactLocation": {"uri": path}},
@@ -58,10 +77,17 @@ def _sarif(path: str, reports) -> dict:
                     "properties": {
                         "backend": r.backend,
                         "backendLabel": r.label,
+                        "outcome": r.outcome.value,
+                        "status": v.status.value,
+                        "stage": v.stage.value,
                         "opType": v.op_type,
+                        "backendWords": v.words,
+                        "wordsFrom": v.words_from,
+                        "explanation": v.explanation,
                         "evidence": v.evidence.source,
                         "evidenceDetail": v.evidence.detail,
-                        "rules": list(v.rules),
+                        "checks": list(v.checks),
+                        "rules": suggestions.get((r.backend, v.node), []),
                     },
                 }
             )
@@ -84,52 +110,88 @@ def _sarif(path: str, reports) -> dict:
     }
 
 
-def _text(reports, model, show_all: bool) -> str:
-    from surgery.diagnose import is_unavailable
+def _said(speaker: str, words: str, words_from: str, indent: str) -> list[str]:
+    """The backend's words, verbatim, every line behind '| ', with where they come from when not this run."""
+    where = f" ({words_from})" if words_from and words_from != "live" else ""
+    return [f"{indent}{speaker}{where}:"] + [f"{indent}  | {line}" for line in words.splitlines() or [""]]
+
+
+def _message_lines(r, indent: str) -> list[str]:
+    lines = []
+    for m in r.messages:
+        head = f"{indent}{m.level} [{m.stage.value}]" + (f" {m.code}" if m.code else "")
+        lines.append(head + ":")
+        if m.words:
+            lines += _said(who(r.backend, m.stage), m.words, m.words_from, indent + "  ")
+        if m.explanation:
+            lines.append(f"{indent}  why: {m.explanation}")
+    return lines
+
+
+def headline(r) -> str:
+    """One line per report: outcome, depth, counts."""
+    if r.outcome is Outcome.UNAVAILABLE:
+        return f"{r.label} [{r.backend}]: unavailable — " + "; ".join(m.text() for m in r.messages)
+    unknown = f", {len(r.unknown)} unknown" if r.unknown else ""
+    return (
+        f"{r.label} [{r.backend}]: {r.outcome.value} (checked to {r.depth.value}) — {len(r.rejected)} of "
+        f"{len(r.verdicts)} nodes rejected{unknown}, {r.backend_calls} backend call(s), {r.seconds:.2f} s"
+    )
+
+
+def verdict_lines(
+    r, show_all: bool = False, suggestions: dict | None = None, indent: str = "   "
+) -> list[str]:
+    """Every rejected node (and unknown ones: they decide 'cannot confirm'), grouped by what was said, with the
+    backend's words and our explanation apart. Shared by `check` and `fix`."""
+    lines = _message_lines(r, indent)
+    groups = defaultdict(list)
+    for v in r.verdicts:
+        if v.status is not Status.SUPPORTED:
+            groups[(v.status, v.stage, v.code, v.words, v.words_from, v.explanation)].append(v)
+    for (status, stage, code, words, words_from, explanation), vs in groups.items():
+        tag = "rejected" if status is Status.REJECTED else "cannot confirm"
+        lines.append(f"{indent}{tag} at {stage.value}" + (f" {code}" if code else "") + ":")
+        if words:
+            lines += _said(who(r.backend, stage), words, words_from, indent + "  ")
+        if explanation:
+            lines.append(f"{indent}  why: {explanation}")
+        for v in vs:
+            fix = (suggestions or {}).get((r.backend, v.node))
+            fix_text = f"   fix: {', '.join(fix)}" if fix else ""
+            lines.append(
+                f"{indent}  - {v.op_type} '{v.node}' [{v.evidence.source}: {v.evidence.detail}]{fix_text}"
+            )
+    if show_all:
+        for v in r.verdicts:
+            if v.status is Status.SUPPORTED:
+                note = f" — {v.explanation}" if v.explanation else ""
+                lines.append(f"{indent}  ok {v.op_type} '{v.node}'{note}")
+    return lines
+
+
+def _text(reports, model, show_all: bool, suggestions: dict) -> str:
     from surgery.partition import partition
 
     lines = []
     for r in reports:
-        if is_unavailable(r):
-            lines.append(f"== {r.label} [{r.backend}]: unavailable — " + "; ".join(r.messages))
+        lines.append("== " + headline(r))
+        if r.outcome is Outcome.UNAVAILABLE:
             continue
-        verdict = (
-            "accepts" if r.accepted else ("rejects" if r.rejected or r.accepted is False else "no verdict")
-        )
-        lines.append(
-            f"== {r.label} [{r.backend}]: {verdict} — {len(r.rejected)} of {len(r.verdicts)} nodes "
-            f"rejected, {r.backend_calls} backend call(s), {r.seconds:.2f} s"
-        )
-        for m in r.messages:
-            lines.append(f"   model: {m}")
-        by_reason = defaultdict(list)
-        for v in r.verdicts:
-            if v.status is Status.REJECTED or (show_all and v.status is not Status.SUPPORTED):
-                by_reason[(v.code, v.message)].append(v)
-        for (code, message), vs in by_reason.items():
-            lines.append(f"   {code or 'REJECTED'}: {message}")
-            for v in vs:
-                fix = f"   fix: {', '.join(v.rules)}" if v.rules else ""
-                lines.append(f"     - {v.op_type} '{v.node}' [{v.evidence.source}: {v.evidence.detail}]{fix}")
-        if show_all:
-            for v in r.verdicts:
-                if v.status is Status.SUPPORTED:
-                    lines.append(f"     ok {v.op_type} '{v.node}'")
+        lines += verdict_lines(r, show_all, suggestions)
         if r.verdicts and r.rejected:
             lines.append(f"   partitions: {partition(model, r).summary()}")
     return "\n".join(lines)
 
 
-def _refuses(r) -> bool:
-    return bool(r.rejected) or r.accepted is False
-
-
 def run(args) -> int:
     from surgery.backends import UnknownBackend
     from surgery.backends.probe import CACHE, use_disk_cache
-    from surgery.diagnose import check_model, is_unavailable
+    from surgery.diagnose import check_model
     from surgery.model import load_model
     from surgery.partition import partition
+    from surgery.rulebook import RuleError, load_rules
+    from surgery.rulebook.suggest import suggestions_for
 
     model = load_model(args.model, max_bytes=args.max_bytes)
     targets = args.target or ["onnxruntime"]
@@ -137,29 +199,36 @@ def run(args) -> int:
     if not args.no_cache:
         use_disk_cache()
     try:
-        reports = check_model(model.proto, targets, model.base_dir)
+        reports = check_model(model.proto, targets, model.base_dir, depth=args.depth)
     except UnknownBackend as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     finally:
         use_disk_cache(previous)
+    try:
+        rules = load_rules(None)
+    except RuleError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    suggestions = suggestions_for(model.proto, reports, rules)
     if args.format == "json":
         out = []
         for r in reports:
             d = r.to_dict()
-            d["available"] = not is_unavailable(r)
+            d["available"] = r.outcome is not Outcome.UNAVAILABLE
             d["partition"] = partition(model.proto, r).to_dict() if r.verdicts else None
+            for v in d["verdicts"]:
+                v["rules"] = suggestions.get((r.backend, v["node"]), [])
             out.append(d)
         print(json.dumps({"model": args.model, "reports": out}, indent=2))
     elif args.format == "sarif":
-        print(json.dumps(_sarif(args.model, reports), indent=2))
+        print(json.dumps(_sarif(args.model, reports, suggestions), indent=2))
     else:
-        print(_text(reports, model.proto, args.all))
-        bad = [r.backend for r in reports if _refuses(r)]
-        off = [r.backend for r in reports if is_unavailable(r)]
-        print(
-            f"\nsummary: {len(reports) - len(bad) - len(off)} of {len(reports)} target(s) accept the model"
-            + (f"; rejected by {', '.join(bad)}" if bad else "")
-            + (f"; unavailable here: {', '.join(off)}" if off else "")
-        )
-    return EXIT_REJECTED if any(_refuses(r) for r in reports) else EXIT_OK
+        print(_text(reports, model.proto, args.all, suggestions))
+        by = defaultdict(list)
+        for r in reports:
+            by[r.outcome].append(r.backend)
+        parts = [f"{len(by[Outcome.ACCEPTS])} of {len(reports)} target(s) accept the model"]
+        parts += [f"{o.value}: {', '.join(b)}" for o, b in by.items() if o is not Outcome.ACCEPTS]
+        print("\nsummary: " + "; ".join(parts))
+    return exit_code(reports)

@@ -1,14 +1,15 @@
 """`onnx-surgery fix MODEL --target T [--rules DIR ...] -o OUT`: apply matching rules until nothing changes,
 verify each step against the model before it, check the targets again, and write a new model (never the
-input). Exit codes as `check`: 0 every target accepts the result, 1 something is still rejected, 2 bad input
-(including a broken rule file: its message names the file, the line and the field)."""
+input). Exit codes as `check`: 0 every target accepts the result, 1 something is still rejected, 3 nothing is
+rejected but a target cannot confirm, 2 bad input (including a broken rule file: its message names the file, the
+line and the field)."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from surgery.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_REJECTED
+from surgery.cli import EXIT_BAD_INPUT, exit_code
 
 
 def add_parser(sub):
@@ -29,6 +30,12 @@ def add_parser(sub):
         metavar="DIR",
         help="rules folder (repeat; a later folder's rule replaces an earlier one with the same id; "
         "default: $ONNX_SURGERY_RULES, else the built-in rules/)",
+    )
+    p.add_argument(
+        "--depth",
+        choices=["parse", "build"],
+        default=None,
+        help="check depth before and after, as `check --depth` (default per target)",
     )
     p.add_argument("-o", "--output", help="where to write the fixed model (required unless --dry-run)")
     p.add_argument("--recipe", help="also write the recipe (the steps, replayable) to this file")
@@ -51,52 +58,42 @@ def add_parser(sub):
 
 
 def _verdict_lines(reports) -> list[str]:
-    from surgery.backends.base import Status
+    from surgery.cli.check_cmd import headline, verdict_lines
 
     lines = []
     for r in reports:
-        unknown = [v for v in r.verdicts if v.status is Status.UNKNOWN]
-        state = "accepts" if not _refuses(r) else ("rejects" if r.rejected else "does not accept")
-        lines.append(
-            f"  {r.backend}: {state} — {len(r.rejected)} of {len(r.verdicts)} node(s) rejected"
-            + (f", {len(unknown)} unknown" if unknown else "")
-        )
-        for m in r.messages:
-            lines.append(f"    model: {m}")
-        for v in r.rejected:
-            lines.append(f"    - {v.op_type} '{v.node}': {v.message}")
-        for v in unknown:
-            lines.append(f"    ? {v.op_type} '{v.node}': {v.message}")
+        lines.append("  " + headline(r))
+        lines += verdict_lines(r, indent="    ")
     return lines
 
 
 def _why_not(model, reports, rules, targets) -> list[str]:
-    """For a node still rejected whose verdict suggests a rule: why that rule did not fix it (the tracer)."""
+    """For each node still refused: the rules meant for that refusal (`answers`) for these targets, and why
+    each did not apply there (the tracer's nearest miss); or that no rule answers it."""
+    from surgery.backends.base import Status
     from surgery.rulebook import applies_to, explain
 
     lines, seen = [], set()
     for r in reports:
-        for v in r.rejected:
-            for rule_id in v.rules:
-                if (rule_id, v.node) in seen:
-                    continue
-                seen.add((rule_id, v.node))
-                rule = rules.get(rule_id)
-                if rule is None:
-                    lines.append(f"  suggested rule {rule_id} for '{v.node}' is not in the rules folders")
-                elif not applies_to(rule, targets):
-                    lines.append(f"  suggested rule {rule_id} for '{v.node}' is not for {', '.join(targets)}")
-                else:
-                    failed = [x[2:] for x in explain(model, rule, v.node) if x.startswith("✗")]
+        for v in r.verdicts:
+            if v.status is Status.SUPPORTED or v.index < 0 or v.node in seen:
+                continue
+            seen.add(v.node)
+            meant = [rule for rule in rules.values() if rule.answers and rule.answers_verdict(v)]
+            meant = [rule for rule in meant if applies_to(rule, [r.backend])]
+            near = []  # rules for this op type whose other conditions fail: the tracer's nearest misses
+            for rule in meant:
+                trace = explain(model, rule, v.node)
+                if trace and trace[0].startswith("✓"):
+                    failed = [x[2:] for x in trace if x.startswith("✗")]
                     if failed:
-                        lines.append(
-                            f"  suggested rule {rule_id} does not match '{v.node}': {'; '.join(failed)}"
-                        )
+                        near.append(f"  {rule.id} does not match {v.op_type} '{v.node}': {'; '.join(failed)}")
+            if near:
+                lines += near
+            else:
+                what = ", ".join([*v.checks, v.code] if v.checks else [v.code or v.status.value])
+                lines.append(f"  no rule answers {v.op_type} '{v.node}' ({what}) for {r.backend}")
     return lines
-
-
-def _refuses(r) -> bool:
-    return bool(r.rejected) or r.accepted is False
 
 
 def _shapes(specs: list[str]) -> dict[str, list[int]]:
@@ -136,7 +133,7 @@ def run(args) -> int:
     targets = args.target or ["onnxruntime"]
     base = ws.original.base_dir
     try:
-        before = check_model(ws.current, targets, base)
+        before = check_model(ws.current, targets, base, depth=args.depth)
     except UnknownBackend as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -166,7 +163,7 @@ def run(args) -> int:
     def not_accepted(model) -> set[str]:
         from surgery.backends.base import Status
 
-        reports = check_model(model, targets, base)
+        reports = check_model(model, targets, base, depth=args.depth)
         return {v.node for r in reports for v in r.verdicts if v.status is not Status.SUPPORTED}
 
     only = not_accepted if args.only_rejected else None
@@ -175,7 +172,7 @@ def run(args) -> int:
         print("  (no rule applies)")
     for line in refused:
         print(f"  not applied: {line}")
-    after = check_model(ws.current, targets, base)
+    after = check_model(ws.current, targets, base, depth=args.depth)
     print(f"after ({len(applied)} step(s)):")
     print("\n".join(_verdict_lines(after)))
     for line in _why_not(ws.current, after, {r.id: r for r in rules}, targets):
@@ -191,4 +188,4 @@ def run(args) -> int:
             print(f"wrote {args.recipe}")
     else:
         print("dry run: nothing written")
-    return EXIT_REJECTED if any(_refuses(r) for r in after) else EXIT_OK
+    return exit_code(after)

@@ -15,6 +15,9 @@ TOP_FIELDS = {
     "why": "which backend rejects what, in its words",
     "what": "what the rule does",
     "targets": "target -> version spec ('*', '<=8.2', '>=8.6,<10')",
+    "answers": "the verdicts it repairs: predictor check ids (resize-scales-initializer) or backend error codes "
+    "(UNSUPPORTED_NODE, CONVERSION); `check` suggests the rule for a refused node only when the verdict is one of "
+    "these and the rule's match accepts the node",
     "match": "the pattern: op, domain, attrs, inputs, any_input, outputs_are_graph_outputs",
     "fix": "primitive and params",
     "safety": "exact | approximate | changes-semantics",
@@ -87,7 +90,14 @@ class Rule:
     safety_note: str = ""
     example: dict[str, Any] = field(default_factory=dict)
     references: list[str] = field(default_factory=list)
+    answers: list[str] = field(default_factory=list)
     path: str = ""
+
+    def answers_verdict(self, verdict) -> bool:
+        """Whether this rule is meant for that refusal: its check ids or its code (no `answers`: any)."""
+        if not self.answers:
+            return True
+        return bool(set(self.answers) & ({verdict.code, *verdict.checks} - {""}))
 
     @property
     def primitive(self) -> str:
@@ -142,6 +152,9 @@ def validate(data: Any, where) -> Rule:
             parse_spec(str(spec))
         except ValueError as exc:
             fail(f"targets.{t}", str(exc))
+    answers = data.get("answers") or []
+    if not isinstance(answers, list) or not all(isinstance(a, str) and a for a in answers):
+        fail("answers", "must be a list of check ids or error codes, e.g. [resize-scales-initializer]")
     match = data["match"]
     if not isinstance(match, dict) or "op" not in match:
         fail("match", "must be a mapping with at least 'op'")
@@ -242,6 +255,7 @@ def validate(data: Any, where) -> Rule:
         safety_note=str(data.get("safety_note", "")).strip(),
         example=example,
         references=list(data.get("references") or []),
+        answers=list(answers),
     )
 
 

@@ -1,0 +1,74 @@
+"""How every page shows a verdict: the backend's words quoted and verbatim (a code block, labelled with who said
+it and where it was recorded), our explanation as plain text beside it, the stage, and one answer per report
+(accepts / rejects / cannot confirm). Text from models, backends and rules never goes through Markdown unescaped."""
+
+from __future__ import annotations
+
+import re
+
+import streamlit as st
+
+from surgery.backends.base import Message, Outcome, Report, Stage, Verdict
+
+WHO = {Stage.PARSE: "parser says", Stage.BUILD: "builder says", Stage.RUN: "backend says"}
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|$<>~])")
+
+
+def md_escape(text: str) -> str:
+    """`text` safe inside st.markdown: no maths ($…$), no emphasis, no HTML, no links."""
+    return _MD_SPECIAL.sub(r"\\\1", str(text))
+
+
+def words_block(who: str, words: str, words_from: str) -> None:
+    """The backend's own words, verbatim, labelled as theirs."""
+    where = "" if words_from in ("", "live") else f" — {words_from}"
+    st.caption(f"{who} (verbatim){md_escape(where)}:")
+    st.code(words, language=None, wrap_lines=True)
+
+
+def show_verdict(v: Verdict, label: str) -> None:
+    icon = {"supported": ":material/check_circle:", "rejected": ":material/block:"}.get(
+        v.status.value, ":material/help:"
+    )
+    status = "cannot confirm" if v.status.value == "unknown" else v.status.value
+    code = f" — `{md_escape(v.code)}`" if v.code else ""
+    stage = f" at {v.stage.value}" if v.status.value != "supported" else ""
+    st.markdown(f"{icon} **{md_escape(label)}**: {status}{stage}{code}")
+    if v.words:
+        words_block(WHO[v.stage], v.words, v.words_from)
+    if v.explanation:
+        st.markdown(f"**Why** (our explanation): {md_escape(v.explanation)}")
+    st.caption(f"evidence: {md_escape(v.evidence.source)} — {md_escape(v.evidence.detail)}")
+
+
+def show_message(m: Message) -> None:
+    """A model-level message: the backend's words verbatim, our explanation apart."""
+    if m.words:
+        words_block(WHO[m.stage], m.words, m.words_from)
+    if m.explanation:
+        st.caption(f"{m.level} at {m.stage.value}: {md_escape(m.explanation)}")
+
+
+def show_report_banner(r: Report) -> None:
+    """One line per report, the same answer the CLI gives, with the reasons it is not 'accepts'."""
+    outcome = r.outcome
+    label = md_escape(r.label)
+    depth = f" (checked to {r.depth.value})"
+    if outcome is Outcome.ACCEPTS:
+        st.success(f"**{label}** accepts the model{depth}.", icon=":material/check_circle:")
+    elif outcome is Outcome.REJECTS:
+        n = len(r.rejected)
+        what = f"{n} of {len(r.verdicts)} node(s)" if n else "the model"
+        st.error(f"**{label}** rejects {what}{depth}.", icon=":material/block:")
+    elif outcome is Outcome.CANNOT_CONFIRM:
+        st.warning(
+            f"**{label}** cannot confirm the model{depth}: {len(r.unknown)} node(s) without a verdict.",
+            icon=":material/help:",
+        )
+    else:
+        st.info(f"**{label}** is not available here.", icon=":material/power_off:")
+    for line in r.reasons()[:3] if outcome is not Outcome.ACCEPTS else []:
+        st.caption(md_escape(line))
+    for m in r.messages:
+        if m.level != "info" or outcome is Outcome.UNAVAILABLE:
+            show_message(m)
