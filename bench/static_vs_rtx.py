@@ -57,7 +57,7 @@ for path in json.loads(sys.stdin.read()):
 """
 PLUGIN_WORDS = ("plugin", "Plugin")
 # ScatterElements with a reduction is imported through the standard plugin ScatterElements v2 (10.10
-# onnxOpImporters.cpp:5436, shared/reference/tensorrt-parser-errors.md §1b), which RTX lacks
+# onnxOpImporters.cpp:5436 @ 10.10-GA), which RTX lacks
 PLUGIN_BACKED = {("ScatterElements", "Unsupported reduction type")}
 
 

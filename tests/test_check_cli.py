@@ -109,7 +109,7 @@ def test_probe_verdicts_are_kept_on_disk_unless_no_cache(sample_dir, tmp_path, m
     CACHE.clear()
     clear_cache()  # the report cache would answer without probing
     main(["check", str(model), "-t", "onnxruntime", "--format", "json"])
-    assert (tmp_path / ".cache" / "onnx-surgery" / "probe-verdicts-v1.jsonl").stat().st_size > 0
+    assert (tmp_path / ".cache" / "onnx-surgery" / "probe-verdicts-v2.jsonl").stat().st_size > 0
     assert CACHE.directory is None  # the library default is restored after the command
     capsys.readouterr()
 

@@ -143,15 +143,15 @@ def test_a_probe_that_crashes_the_backend_is_a_refusal_in_the_crash_words():
 
 def test_disk_cache_survives_a_new_process_and_stays_small(tmp_path):
     first = VerdictCache(tmp_path)
-    first.put(("b", "1", ("sig",)), (False, "nope"))
+    first.put(("b", "1", ("sig",)), (False, "nope", ("n", "x")))
     second = VerdictCache(tmp_path)  # what a new process sees
-    assert second.get(("b", "1", ("sig",))) == (False, "nope")
+    assert second.get(("b", "1", ("sig",))) == (False, "nope", ("n", "x"))
     assert second.get(("b", "2", ("sig",))) is None
     small = VerdictCache(tmp_path / "small", max_entries=10)
     for k in range(25):
-        small.put(("b", "1", k), (True, ""))
+        small.put(("b", "1", k), (True, "", ()))
     lines = small.path.read_text().splitlines()
-    assert len(lines) <= 10 and VerdictCache(tmp_path / "small").get(("b", "1", 24)) == (True, "")
+    assert len(lines) <= 10 and VerdictCache(tmp_path / "small").get(("b", "1", 24)) == (True, "", ())
 
 
 def test_a_refusal_about_a_guessed_input_is_unknown_unless_it_repeats_the_whole_model_error():
@@ -175,3 +175,111 @@ def test_a_refusal_about_a_guessed_input_is_unknown_unless_it_repeats_the_whole_
     assert status is Status.REJECTED and "as in the whole model" in why
     assert judge(facts, 0, (False, "no Shape here"))[0] is Status.REJECTED
     assert judge(facts, 1, (True, "")) == (Status.SUPPORTED, "")
+
+
+# -- the cache never changes a verdict ------------------------------------------------------------------------------
+
+
+def _relu_model(out_dtype=TensorProto.FLOAT, name="relu"):
+    #   x(float[2,3]) -> Relu -> y (declared with out_dtype);  x -> com.x::Foo -> z (refused: nodes are probed)
+    g = helper.make_graph(
+        [
+            helper.make_node("Relu", ["x"], ["y"], name=name),
+            helper.make_node("Foo", ["x"], ["z"], name="foo", domain="com.x"),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [
+            helper.make_tensor_value_info("y", out_dtype, [2, 3]),
+            helper.make_tensor_value_info("z", 1, [2, 3]),
+        ],
+    )
+    ops = [helper.make_opsetid("", 13), helper.make_opsetid("com.x", 1)]
+    return helper.make_model(g, ir_version=8, opset_imports=ops)
+
+
+def _dropout_model(outputs):
+    #   x -> Dropout -> outputs (["y", "m"], ["y", ""], ...): which slots are empty is part of the node
+    g = helper.make_graph(
+        [
+            helper.make_node("Dropout", ["x"], outputs, name="drop"),
+            helper.make_node("Foo", ["x"], ["z"], name="foo", domain="com.x"),  # refused: the model is probed
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [
+            helper.make_tensor_value_info(o, TensorProto.FLOAT if o != "m" else TensorProto.BOOL, [2, 3])
+            for o in outputs
+            if o
+        ]
+        + [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 3])],
+    )
+    ops = [helper.make_opsetid("", 13), helper.make_opsetid("com.x", 1)]
+    return helper.make_model(g, ir_version=8, opset_imports=ops)
+
+
+def _external_model(tmp_path, offset):
+    #   x + w (w: 64 floats in w.bin at `offset`), next to a refused custom op so that nodes are probed
+    (tmp_path / "w.bin").write_bytes(np.arange(64, dtype=np.float32).tobytes())
+    w = numpy_helper.from_array(np.zeros(64, np.float32), "w")
+    w.ClearField("raw_data")
+    w.data_location = TensorProto.EXTERNAL
+    for k, v in (("location", "w.bin"), ("offset", str(offset)), ("length", "256")):
+        w.external_data.add(key=k, value=v)
+    g = helper.make_graph(
+        [
+            helper.make_node("Add", ["x", "w"], ["y"], name="add"),
+            helper.make_node("Foo", ["y"], ["z"], name="foo", domain="com.x"),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [64])],
+        [w],
+    )
+    ops = [helper.make_opsetid("", 13), helper.make_opsetid("com.x", 1)]
+    return helper.make_model(g, ir_version=8, opset_imports=ops)
+
+
+def test_signature_holds_declared_outputs_empty_slots_and_external_data_fields(tmp_path):
+    def sig(model, i=0):
+        return signature(GraphFacts.of(model), i)
+
+    assert sig(_relu_model(TensorProto.FLOAT)) != sig(_relu_model(TensorProto.INT64))
+    assert sig(_relu_model(name="a")) == sig(_relu_model(name="b"))  # names are not part of it
+    assert sig(_dropout_model(["y", "m"])) != sig(_dropout_model(["y", ""]))
+    assert sig(_external_model(tmp_path, 0)) != sig(_external_model(tmp_path, 4))
+
+
+def test_checking_other_models_first_never_changes_a_verdict(tmp_path):
+    """A model checked cold, then after a run of models that share its layers' op types but differ in what the
+    old cache key left out, gives every verdict the same, with and without the cache."""
+    from surgery.diagnose import check_one, clear_cache
+
+    first = _relu_model(TensorProto.INT64)  # onnxruntime refuses the Relu's declared output, naming the node
+    others = [
+        _relu_model(TensorProto.FLOAT),
+        _relu_model(TensorProto.INT64, name="other_relu"),  # the same refusal, in words naming its own node
+        _dropout_model(["y", "m"]),
+        _dropout_model(["y", ""]),
+        _external_model(tmp_path, 4),  # 4 + 256 bytes run past the end of w.bin
+        _external_model(tmp_path, 0),
+    ]
+
+    def verdicts(model, base=None):
+        clear_cache()  # the report cache: every check below asks the probe cache
+        return [
+            (v.node, v.status, v.code, v.words, v.explanation)
+            for v in check_one(model, "onnxruntime", base).verdicts
+        ]
+
+    CACHE.clear()
+    cold = {k: verdicts(m, str(tmp_path)) for k, m in enumerate([first, *others])}
+    for k, m in enumerate([first, *others]):  # every model again, in another order, the cache warm
+        assert verdicts(m, str(tmp_path)) == cold[k], k
+    for k, m in reversed(list(enumerate([first, *others]))):
+        CACHE.clear()
+        assert verdicts(m, str(tmp_path)) == cold[k], k
+    status = {k: [v[1].value for v in vs] for k, vs in cold.items()}
+    assert status[0][0] == "rejected" and status[1][0] == "supported"  # the declared output type decides
+    assert "(relu)" in cold[0][0][3] and "(other_relu)" in cold[2][0][3]  # each in words naming its own node
+    assert status[5][0] == "rejected" and status[6][0] == "supported"  # the external-data offset decides

@@ -25,6 +25,7 @@ SMALL_CONSTANT_BYTES = 256  # constants this small are part of the signature by 
 MAX_FOLD_NODES = 64  # constant cones up to this size are evaluated so the probe keeps the value
 
 Answer = tuple[bool, str]  # (supported, the backend's words)
+Entry = tuple[bool, str, tuple[str, ...]]  # an answer and the names of the probe it was given for
 
 
 def _const_tensor(facts: GraphFacts, name: str) -> TensorProto | None:
@@ -75,44 +76,82 @@ def _fold(facts: GraphFacts, name: str) -> TensorProto | None:
     return tensor
 
 
+def _canonical_dims(shape, symbols: dict) -> tuple | None:
+    """Dims with symbolic names replaced by their order of first appearance (N, M → 's0', 's1')."""
+    if shape is None:
+        return None
+    out = []
+    for d in shape:
+        if isinstance(d, str) and d:
+            out.append(symbols.setdefault(d, f"s{len(symbols)}"))
+        else:
+            out.append(d)
+    return tuple(out)
+
+
+def _external_fields(t: TensorProto) -> tuple:
+    return tuple((e.key, e.value) for e in t.external_data) if t.data_location == TensorProto.EXTERNAL else ()
+
+
 def signature(facts: GraphFacts, index: int) -> tuple:
-    """What decides a node's verdict: op identity and attributes, the opset of its domain, and each input's
-    dtype, rank and const-ness. Small constant inputs are part of it by value (a Resize's scales or a TopK's
-    K decide the verdict); a model-local function's body is part of it by hash."""
+    """Everything the one-node probe shows the backend, except names and the values of large constants: op identity
+    and attributes, the model's IR version and opsets, each input slot's dtype, shape (symbolic dims by order of
+    appearance) and const-ness, small constants by value and large ones by type and external-data fields, each
+    output slot (present or empty) with its declared dtype and shape, tensors read from the outer scope, and the
+    body of a model-local function. Names are left out so equal layers share a verdict; `probe_nodes` reuses a
+    cached answer only when its words do not name what the first probe was called."""
     node = facts.model.graph.node[index]
+    symbols: dict = {}
     ins = []
     for x in node.input:
         if not x:
             ins.append(None)
             continue
         info = facts.info(x)
-        value = None
+        value: object = None
         if facts.is_constant(x):
             const = _const_tensor(facts, x)
-            if (
-                const is not None
-                and const.data_location != TensorProto.EXTERNAL
-                and const.ByteSize() <= SMALL_CONSTANT_BYTES
-            ):
-                value = hashlib.sha1(const.SerializeToString(deterministic=True)).hexdigest()[:12]
-            elif const is None:
+            if const is None:
                 value = "?"  # constant but not evaluated here: the probe will see a graph input
-        ins.append((info.dtype, info.rank, facts.is_constant(x), value))
+            elif const.data_location != TensorProto.EXTERNAL and const.ByteSize() <= SMALL_CONSTANT_BYTES:
+                value = hashlib.sha1(const.SerializeToString(deterministic=True)).hexdigest()[:12]
+            else:
+                value = (const.data_type, tuple(const.dims), _external_fields(const))
+        ins.append((info.dtype, _canonical_dims(info.shape, symbols), facts.is_constant(x), value))
+    outs = []
+    for o in node.output:
+        info = facts.info(o) if o else None
+        outs.append(None if info is None else (info.dtype, _canonical_dims(info.shape, symbols)))
     direct = set(node.input)
-    outer = {
-        (facts.info(x).dtype, -1 if facts.info(x).rank is None else facts.info(x).rank)
-        for x in _all_inputs(node)
+    outer = sorted(
+        (facts.info(x).dtype, _canonical_dims(facts.info(x).shape, {}) or ())
+        for x in dict.fromkeys(_all_inputs(node))
         if x not in direct
-    }
+    )
     domain = node.domain or ""
-    opset = next((o.version for o in facts.model.opset_import if (o.domain or "") == domain), None)
-    if domain in ("", "ai.onnx"):
-        opset = next((o.version for o in facts.model.opset_import if o.domain in ("", "ai.onnx")), None)
     body = ""
     for f in facts.model.functions:
         if f.name == node.op_type and f.domain == domain:
             body = hashlib.sha1(f.SerializeToString(deterministic=True)).hexdigest()[:12]
-    return (node_signature(node), opset, tuple(ins), tuple(sorted(outer)), len(node.output), body)
+    opsets = tuple(
+        sorted(("" if o.domain == "ai.onnx" else o.domain, o.version) for o in facts.model.opset_import)
+    )
+    return (
+        node_signature(node),
+        facts.model.ir_version,
+        opsets,
+        tuple(ins),
+        tuple(outs),
+        tuple(outer),
+        body,
+    )
+
+
+def probe_names(facts: GraphFacts, index: int) -> tuple[str, ...]:
+    """The names a probe of node `index` carries (the node's, then its tensors'): words that mention one of them
+    are about this node only."""
+    node = facts.model.graph.node[index]
+    return tuple(x for x in (node.name, *_all_inputs(node), *node.output) if x)
 
 
 def isolate(facts: GraphFacts, index: int) -> ModelProto:
@@ -163,12 +202,13 @@ def _retype_outputs(probe: ModelProto) -> None:
 
 
 class VerdictCache:
-    """(backend id, version, options..., signature) -> (ok, message); in memory, and in a small JSON-lines file
-    when a directory is set. Keys are hashed for the file; a file over `max_entries` is rewritten smaller."""
+    """(backend id, version, options..., signature) -> (ok, words, probe names); in memory, and in a small
+    JSON-lines file when a directory is set. Keys are hashed for the file; a file over `max_entries` is rewritten
+    smaller."""
 
     def __init__(self, directory: str | Path | None = None, max_entries: int = 50_000):
-        self._store: dict[tuple, Answer] = {}
-        self._disk: dict[str, Answer] | None = None
+        self._store: dict[tuple, Entry] = {}
+        self._disk: dict[str, Entry] | None = None
         self.directory = Path(directory) if directory else None
         self.max_entries = max_entries
         self.hits = 0
@@ -180,21 +220,21 @@ class VerdictCache:
 
     @property
     def path(self) -> Path | None:
-        return None if self.directory is None else self.directory / "probe-verdicts-v1.jsonl"
+        return None if self.directory is None else self.directory / "probe-verdicts-v2.jsonl"
 
-    def _load(self) -> dict[str, Answer]:
+    def _load(self) -> dict[str, Entry]:
         if self._disk is None:
             self._disk = {}
             if self.path is not None and self.path.exists():
                 for line in self.path.read_text(errors="replace").splitlines():
                     try:
-                        k, ok, msg = json.loads(line)
-                        self._disk[k] = (bool(ok), str(msg))
+                        k, ok, msg, names = json.loads(line)
+                        self._disk[k] = (bool(ok), str(msg), tuple(str(n) for n in names))
                     except (ValueError, TypeError):
                         continue  # a torn line from a concurrent writer: skip it
         return self._disk
 
-    def get(self, key: tuple) -> Answer | None:
+    def get(self, key: tuple) -> Entry | None:
         found = self._store.get(key)
         if found is None and self.directory is not None:
             found = self._load().get(self._hash(key))
@@ -204,7 +244,7 @@ class VerdictCache:
             self.hits += 1
         return found
 
-    def put(self, key: tuple, value: Answer) -> None:
+    def put(self, key: tuple, value: Entry) -> None:
         self._store[key] = value
         if self.directory is None:
             return
@@ -242,6 +282,15 @@ def use_disk_cache(directory: str | Path | None = "~/.cache/onnx-surgery") -> No
     CACHE._disk = None
 
 
+def _reusable(entry: Entry | None, names: tuple[str, ...]) -> bool:
+    """A cached answer stands for this node when it was given for a probe of the same names, or its words name
+    none of that probe's names (else the words would speak of another node)."""
+    if entry is None:
+        return False
+    ok, words, used = entry
+    return ok or used == names or not any(n and n in words for n in used)
+
+
 def probe_nodes(
     facts: GraphFacts,
     ask: Callable[[ModelProto], Answer] | None,
@@ -252,29 +301,46 @@ def probe_nodes(
 ) -> tuple[dict[int, Answer], int]:
     """A verdict for each node in `indices` (default: all), asking the backend once per distinct signature that
     is not cached: `ask(one_node_model)` per probe, or `ask_many(models)` once for all of them (a backend
-    behind `call_isolated` pays one round trip). Returns {index: (ok, message)} and the number of probes."""
+    behind `call_isolated` pays one round trip). Returns {index: (ok, words)} and the number of probes."""
     indices = list(range(len(facts.model.graph.node))) if indices is None else indices
     keys = {i: (*cache_key, signature(facts, i)) for i in indices}
-    todo: dict[tuple, int] = {}  # key -> first node index with it
+    names = {i: probe_names(facts, i) for i in indices}
+    answers: dict[int, Answer] = {}
+    todo: dict[tuple, list[int]] = {}  # key -> the nodes waiting for its probe
     for i in indices:
-        if keys[i] not in todo and CACHE.get(keys[i]) is None:
-            todo[keys[i]] = i
-    if todo:
-        models = []
-        for key, i in todo.items():
-            try:
-                models.append(isolate(facts, i))
-            except Exception as exc:  # a probe model that cannot be built says so
-                CACHE.put(key, (False, f"could not isolate the node: {exc}"))
-                models.append(None)
-        pending = [(key, m) for (key, _), m in zip(todo.items(), models) if m is not None]
-        if ask_many is not None:
-            answers = ask_many([m for _, m in pending]) if pending else []
+        entry = CACHE.get(keys[i])
+        if _reusable(entry, names[i]):
+            answers[i] = entry[:2]
         else:
-            answers = [_ask_safely(ask, m) for _, m in pending]
-        for (key, _), answer in zip(pending, answers):
-            CACHE.put(key, answer)
-    return {i: CACHE._store[keys[i]] for i in indices}, len(todo)
+            todo.setdefault(keys[i], []).append(i)
+    calls = 0
+    while todo:
+        batch = {
+            key: waiting[0] for key, waiting in todo.items()
+        }  # one probe per key, named as its first node
+        pending = []
+        for key, i in batch.items():
+            try:
+                pending.append((key, i, isolate(facts, i)))
+            except Exception as exc:  # a probe model that cannot be built says so
+                CACHE.put(key, (False, f"could not isolate the node: {exc}", names[i]))
+        if ask_many is not None:
+            got = ask_many([m for _, _, m in pending]) if pending else []
+        else:
+            got = [_ask_safely(ask, m) for _, _, m in pending]
+        calls += len(pending)
+        for (key, i, _), (ok, words) in zip(pending, got):
+            CACHE.put(key, (ok, words, names[i]))
+        still: dict[tuple, list[int]] = {}
+        for key, waiting in todo.items():
+            entry = CACHE._store.get(key)
+            for i in waiting:
+                if i == batch[key] or _reusable(entry, names[i]):
+                    answers[i] = entry[:2]
+                else:
+                    still.setdefault(key, []).append(i)  # its words name another node: ask again for this one
+        todo = still
+    return answers, calls
 
 
 def untyped_inputs(facts: GraphFacts, index: int) -> list[str]:
