@@ -71,6 +71,7 @@ VENVS = {
             "numpy==2.4.6",
             "scipy==1.17.1",
             "scikit-learn==1.9.1",
+            "pandas==2.3.3",
             "skl2onnx==1.20.0",
             "onnxmltools==1.16.0",
             "onnxconverter-common==1.16.0",
