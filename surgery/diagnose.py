@@ -94,14 +94,17 @@ def _build_stage(report: Report, model: ModelProto, backend, base_dir) -> None:
             built.error,
             "live",
         )
-        hit.explanation = "the parser accepts this node; the builder refuses it"
+        hit.explanation = "the parser accepts this node; the builder refuses it" + (
+            f"; {built.note}" if built.note else ""
+        )
         hit.evidence = evidence
     else:
         report.messages.append(
             Message(
                 "error",
                 words=built.error,
-                explanation="the parser accepts the model; the builder refuses it",
+                explanation="the parser accepts the model; the builder refuses it"
+                + (f"; {built.note}" if built.note else ""),
                 code="BUILD_FAILED",
                 stage=Stage.BUILD,
                 words_from="live",

@@ -745,7 +745,7 @@ class TensorRTStaticBackend:
 
     # -- the model ---------------------------------------------------------------------------------------------
 
-    def _model_level(self, model: ModelProto, facts: GraphFacts) -> list[Message]:
+    def _model_level(self, model: ModelProto, facts: GraphFacts, depth: Stage) -> list[Message]:
         out = []
         opset = opset_of(model) or 0
         if opset > self.table["max_opset"]:
@@ -758,6 +758,22 @@ class TensorRTStaticBackend:
                 )
             )
         check = self._by_id.get("input-dtype")
+        profile = self._by_id.get("dynamic-input-without-profile")
+        dynamic = [x for x in facts.graph_inputs if facts.info(x).is_dynamic and facts.info(x).shape is not None]
+        if profile and dynamic and depth is not Stage.PARSE:
+            x = dynamic[0]
+            values = {"input": x, "shape": facts.info(x).shape_str()}
+            w = profile.words_for(self.version)
+            out.append(
+                Message(
+                    "error",
+                    words=_fill(w.template, values, strict=True) if w else "",
+                    explanation=_fill(profile.explanation, values, strict=False),
+                    code=profile.code,
+                    stage=Stage.BUILD,
+                    words_from=w.source if w else "",
+                )
+            )
         for x in facts.graph_inputs:
             info, dtype = facts.info(x), _dtype(facts, x)
             if info.shape is None:
@@ -786,7 +802,7 @@ class TensorRTStaticBackend:
         t0 = time.perf_counter()
         facts = GraphFacts.of(model)
         report = Report(self.id, self.label, self.version, depth=Stage(depth))
-        report.messages = self._model_level(model, facts)
+        report.messages = self._model_level(model, facts, Stage(depth))
         for i, (key, node) in enumerate(zip(facts.keys, model.graph.node)):
             report.verdicts.append(self._verdict(i, key, node, facts, Stage(depth), report))
         report.accepted = not report.rejected and not report.errors
