@@ -1,8 +1,10 @@
-"""Exact decompositions of ops that a backend does not implement, into ops it does.
+"""Decompositions of ops that a backend does not implement, into ops it does.
 
-One function per op type in `DECOMPOSITIONS`; each takes the node, the graph facts and a name maker and
-returns (new nodes, new initializers), or raises FixError saying why it cannot (e.g. a condition that is not
-constant). The outputs keep their names, so readers are untouched.
+One function per (domain, op type), registered with `@decomposition(domain, op)`; each takes the node, the
+graph facts and a name maker and returns (new nodes, new initializers), or raises FixError saying why it cannot
+(e.g. a condition that is not constant). The outputs keep their names, so readers are untouched. The basic
+ones are below; families live in their own modules (FAMILIES: classical ML, quantized operators, ...), each a
+list of decorated functions. Whether a decomposition is exact or approximate is the rule's safety class.
 """
 
 from __future__ import annotations
@@ -15,6 +17,27 @@ from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 from surgery.fixes import FixError, Safety, register
 from surgery.fixes._util import copy_model, find_node, fresh_name, replace_node
 from surgery.graph import GraphFacts
+
+DECOMPOSITIONS: dict[tuple[str, str], Callable] = {}
+# modules with more decompositions, imported on first use (each registers its functions)
+FAMILIES = ("surgery.fixes.decompose_ml", "surgery.fixes.decompose_quantized", "surgery.fixes.decompose_ops")
+
+
+def decomposition(domain: str, op: str):
+    """Register `fn(node, facts, fresh) -> (nodes, initializers)` as the decomposition of domain::op."""
+
+    def deco(fn: Callable) -> Callable:
+        DECOMPOSITIONS[(domain, op)] = fn
+        return fn
+
+    return deco
+
+
+def _load_families() -> None:
+    import importlib
+
+    for module in FAMILIES:
+        importlib.import_module(module)
 
 
 def _attrs(node: NodeProto) -> dict:
@@ -30,6 +53,7 @@ def _const_value(facts: GraphFacts, name: str) -> np.ndarray:
     raise FixError(f"input '{name}' is not a constant; fold constants first")
 
 
+@decomposition("ai.onnx.ml", "Scaler")
 def scaler(node, facts, fresh):
     """ai.onnx.ml Scaler: y = (x - offset) * scale, as float."""
     a = _attrs(node)
@@ -51,6 +75,7 @@ def scaler(node, facts, fresh):
     return nodes, inits
 
 
+@decomposition("", "Compress")
 def compress(node, facts, fresh):
     """Compress with a constant condition: Gather with the constant indices of the true entries."""
     cond = _const_value(facts, node.input[1]).astype(bool).reshape(-1)
@@ -71,6 +96,7 @@ def compress(node, facts, fresh):
     ], inits
 
 
+@decomposition("", "CenterCropPad")
 def center_crop_pad(node, facts, fresh):
     """CenterCropPad with a static input shape and constant target shape: Slice for crops, Pad for pads."""
     info = facts.info(node.input[0])
@@ -104,6 +130,7 @@ def center_crop_pad(node, facts, fresh):
     ], inits
 
 
+@decomposition("", "BitShift")
 def bitshift(node, facts, fresh):
     """BitShift by a constant amount: Mul / Div by 2**amount (unsigned integer types, exact)."""
     amount = _const_value(facts, node.input[1])
@@ -117,6 +144,7 @@ def bitshift(node, facts, fresh):
     return [helper.make_node(op, [node.input[0], factor], [node.output[0]], name=f"{node.name}/{op}")], inits
 
 
+@decomposition("", "Mish")
 def mish(node, facts, fresh):
     """Mish(x) = x * tanh(softplus(x))."""
     sp, th = fresh("softplus"), fresh("tanh")
@@ -127,19 +155,11 @@ def mish(node, facts, fresh):
     ], []
 
 
-DECOMPOSITIONS: dict[tuple[str, str], Callable] = {
-    ("ai.onnx.ml", "Scaler"): scaler,
-    ("", "Compress"): compress,
-    ("", "CenterCropPad"): center_crop_pad,
-    ("", "BitShift"): bitshift,
-    ("", "Mish"): mish,
-}
-
-
 @register(
     "decompose",
     safety=Safety.EXACT,
-    summary="Replace an op by an exact composition of basic ops (Scaler, Compress, CenterCropPad, BitShift, Mish).",
+    summary="Replace an op by a composition of basic ops (the DECOMPOSITIONS registry: Scaler, Compress, "
+    "CenterCropPad, BitShift, Mish, and the families in FAMILIES).",
     params={
         "node": "node key (str) of the node to decompose; its op type picks the decomposition "
         "(see DECOMPOSITIONS); outputs keep their names",
@@ -150,6 +170,7 @@ def decompose(model: ModelProto, node: str) -> ModelProto:
     i = find_node(out, node)
     n = out.graph.node[i]
     domain = "" if n.domain in ("", "ai.onnx") else n.domain
+    _load_families()
     fn = DECOMPOSITIONS.get((domain, n.op_type))
     if fn is None:
         known = ", ".join(f"{d + '::' if d else ''}{op}" for d, op in DECOMPOSITIONS)
