@@ -526,7 +526,7 @@ def _source_of(record: dict) -> str:
         return "onnx-tests"
     if s.startswith("pypi:"):
         return "pypi"
-    return "torch" if s.startswith("export:torch") or s.startswith("quantize:") else "ml"
+    return "torch" if s.startswith(("export:torch", "quantize:", "optimize:")) else "ml"
 
 
 def _summary(models: list[dict]) -> None:

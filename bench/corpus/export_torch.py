@@ -115,6 +115,15 @@ def _deform_conv_symbolic(
     )
 
 
+def _function_modules(model) -> set[type]:
+    """The module classes that export_modules_as_functions turns into model-local functions."""
+    import torchvision
+
+    names = {"BasicBlock", "LayerNorm"}
+    found = {type(m) for m in model.modules() if type(m).__name__ in names}
+    return found or {torchvision.models.resnet.BasicBlock}
+
+
 # --- transformers -----------------------------------------------------------------------------------------
 
 
@@ -188,6 +197,12 @@ def hf(kind: str):
     raise ValueError(kind)
 
 
+def encoder():
+    """torch.nn.TransformerEncoder (transformers' models do not survive export_modules_as_functions)."""
+    layer = torch.nn.TransformerEncoderLayer(64, 4, 128, batch_first=True, norm_first=True)
+    return torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+
+
 def ids(*shape):
     return torch.randint(0, 500, shape, generator=torch.Generator().manual_seed(SEED))
 
@@ -213,6 +228,7 @@ MODELS = {
     "shufflenet_v2_x0_5_op13": ("classification", tv("shufflenet_v2_x0_5"), None, IMAGE, ["x"], DYN_IMG, 13, "torchscript"),
     "convnext_tiny_op17": ("classification", tv("convnext_tiny"), None, IMAGE, ["x"], DYN_IMG, 17, "torchscript"),
     "swin_t_op17": ("classification", tv("swin_t"), None, IMAGE, ["x"], None, 17, "torchscript"),
+    "resnet18_op17_functions": ("classification", tv("resnet18"), None, IMAGE, ["x"], None, 17, "torchscript-functions"),
     "resnet18_dynamo": ("classification", tv("resnet18"), None, IMAGE, ["x"], None, 18, "dynamo"),
     "mobilenet_v3_small_dynamo": ("classification", tv("mobilenet_v3_small"), None, IMAGE, ["x"], None, 18, "dynamo"),
     "deeplabv3_mobilenet_v3_large_op13": ("segmentation", seg("deeplabv3_mobilenet_v3_large"), SegOut, (img(1, 3, 256, 256),), ["x"], None, 13, "torchscript"),
@@ -228,6 +244,7 @@ MODELS = {
     "bert_op11": ("transformer", hf("bert"), None, TEXT, ["input_ids", "attention_mask"], DYN_TEXT, 11, "torchscript"),
     "bert_op13": ("transformer", hf("bert"), None, TEXT, ["input_ids", "attention_mask"], DYN_TEXT, 13, "torchscript"),
     "bert_op17": ("transformer", hf("bert"), None, TEXT, ["input_ids", "attention_mask"], DYN_TEXT, 17, "torchscript"),
+    "torch_encoder_op17_functions": ("transformer", encoder, None, (img(1, 16, 64),), ["x"], None, 17, "torchscript-functions"),
     "bert_dynamo": ("transformer", hf("bert"), None, TEXT, ["input_ids", "attention_mask"], None, 18, "dynamo"),
     "distilbert_op11": ("transformer", hf("distilbert"), None, TEXT, ["input_ids", "attention_mask"], DYN_TEXT, 11, "torchscript"),
     "gpt2_op13": ("transformer", hf("gpt2"), None, TEXT, ["input_ids", "attention_mask"], DYN_TEXT, 13, "torchscript"),
@@ -262,6 +279,8 @@ def export(name: str, path: Path) -> None:
         kw = {}
         if exporter == "torchscript-fallthrough":
             kw["operator_export_type"] = torch.onnx.OperatorExportTypes.ONNX_FALLTHROUGH
+        if exporter == "torchscript-functions":
+            kw["export_modules_as_functions"] = _function_modules(model)
         if exporter == "torchscript-deformconv":
             torch.onnx.register_custom_op_symbolic("torchvision::deform_conv2d", _deform_conv_symbolic, 19)
         torch.onnx.export(
@@ -334,7 +353,7 @@ def quantize(name: str, out_dir: Path, path: Path) -> None:
 # name -> (base model exported above, model_type for onnxruntime.transformers.optimizer)
 FUSED = {
     "bert_op13_ort_fused": ("bert_op13", "bert"),
-    "gpt2_op13_ort_fused": ("gpt2_op13", "gpt2"),
+    "gpt2_op17_ort_fused": ("gpt2_op17", "gpt2"),  # from opset 13 it emits LayerNormalization, invalid there
 }
 
 
@@ -361,8 +380,8 @@ def source_of(name: str, kind: str) -> str:
         base, model_type = FUSED[name]
         return f"optimize:{ort} transformers.optimizer model_type={model_type} of {base} ({t})"
     family, _, _, _, _, _, opset, exporter = MODELS[name]
-    lib = "transformers" if family == "transformer" else "torchvision"
-    return f"export:{t} {lib}=={version(lib)} {name.rsplit('_', 1)[0]} opset {opset} {exporter}"
+    lib = "transformers" if family == "transformer" and not name.startswith("torch_") else "torchvision"
+    return f"export:{t} {lib}=={version(lib)} {name} opset {opset} {exporter}"
 
 
 def main() -> int:
