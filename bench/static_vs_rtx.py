@@ -1,26 +1,32 @@
-"""How well does the 10.x predictor (tensorrt-static) agree with a real TensorRT parser? Every node-test model
-the onnx package generates is checked by both: the predicted verdicts against the errors of TensorRT-RTX 1.7's
-live ONNX parser (a 10.x-era onnx-tensorrt that runs without a GPU), called directly, not through our backend.
+"""How well does the TensorRT predictor (tensorrt-static) agree with a real TensorRT parser and builder?
 
-    python bench/static_vs_rtx.py [--version 10.15] [--limit N] [--batch 150] [--timeout 240] [--list]
+    python bench/static_vs_rtx.py [--version 10.15] [--build] [--corpus] [--limit N] [--list] [--json FILE]
 
-The parser runs in subprocesses, one batch of models each, under a time limit; a batch that crashes or times out
-is re-run model by model so one bad model costs only itself ("rtx-crash").
+Models: every node-test model the onnx package generates, split by a fixed seed into a tuning part and a
+held-out part (`split_of`: a third held out), and with --corpus the real models of the corpus
+(bench/corpus/build.py; its manifest's own tune/holdout split).
 
-A model agrees when both accept it, or both reject it and the nodes the parser names are all predicted rejected
-(the parser imports nothing after its first import-time error, so a predicted rejection of a later node cannot
-be checked and is not held against the predictor). Disagreements by cause:
-  * rtx-lacks-plugin — RTX has no standard plugin library (NonZero, RoiAlign, DeformConv...): counted apart,
-    not a predictor fault
-  * predicted-reject — the table or a constraint rejects what the parser accepts
-  * predicted-accept — the parser rejects what the predictor calls supported
-  * wrong-node — both reject, but the parser names a node the predictor accepts
-  * rtx-newer-parser — RTX's parser already has an 11.x change (Swish): the 11.1 prediction agrees
+The live side is TensorRT-RTX through the same worker the `tensorrt` backend uses (surgery.backends.tensorrt_worker):
+every node gets a verdict (the parser is re-run on what is left after each refusal). With --build, models the
+parser accepts are built as well (no optimization profile, as `onnx-surgery build` does without --profile).
+The predictor is called on the same models at depth parse, and at depth build for the build comparison.
+
+A model agrees at parse when the predictor refuses exactly the nodes the parser refuses — an extra predicted
+refusal is a disagreement — and both agree on a model-level error. Nodes the live side cannot judge are left
+out of that comparison: those TensorRT-RTX refuses only for want of a standard plugin (full TensorRT has it),
+and those fed by a refused node or never reached. A model whose only difference is such a node counts as
+`not-judged-live`, apart from the agreement figure. At build, a model the parser accepts agrees when the predictor's build-depth outcome (refuses or not)
+equals the real builder's. Disagreements are listed with --list, by cause:
+  predicted-reject  the predictor refuses a node (or the model) the parser accepts
+  predicted-accept  the parser refuses a node the predictor accepts
+  both              some of each
+The 11.1 prediction is shown beside: TensorRT-RTX 1.7's parser already carries 11.x changes (e.g. Swish).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -36,219 +42,257 @@ import onnx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+SPLIT_SALT = "onnx-surgery-node-tests-v1"
+CORPUS = Path(os.environ.get("ONNX_SURGERY_CORPUS", "~/.cache/onnx-surgery/corpus")).expanduser()
+
 WORKER = r"""
-import json, re, sys
-import tensorrt_rtx as trt
-logger = trt.Logger(trt.Logger.ERROR)
-builder = trt.Builder(logger)
-out = []
-for path in json.loads(sys.stdin.read()):
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from surgery.backends.tensorrt_worker import check, clean_words, import_trt
+build = sys.argv[2] == "1"
+trt, flavour = import_trt()
+
+def build_error(data, base_dir):
+    lines = []
+    class Collect(trt.ILogger):
+        def __init__(self):
+            trt.ILogger.__init__(self)
+        def log(self, severity, msg):
+            if severity <= trt.ILogger.Severity.ERROR:
+                lines.append(msg)
+    logger = Collect()
+    builder = trt.Builder(logger)
     network = builder.create_network(0)
     parser = trt.OnnxParser(network, logger)
-    ok = parser.parse_from_file(path)  # a path: external weights beside the model are found
-    errors = []
-    for i in range(parser.num_errors):
-        e = parser.get_error(i)
-        desc = re.sub(r"\s*cudaError\s*35.*$", "", e.desc().strip(), flags=re.S)
-        errors.append({"desc": desc, "node": e.node(), "name": e.node_name(), "op": e.node_operator(),
-                       "code": str(e.code()).split(".")[-1], "func": e.func()})
-    out.append({"path": path, "ok": bool(ok), "errors": errors})
-    print(json.dumps(out[-1]), flush=True)
+    ok = parser.parse(data, base_dir + "/model.onnx") if base_dir else parser.parse(data)
+    if not ok:
+        return "parse failed"
+    engine = builder.build_serialized_network(network, builder.create_builder_config())
+    return None if engine is not None else clean_words(lines[0] if lines else "no engine")
+
+for path in json.loads(sys.stdin.read()):
+    data = open(path, "rb").read()
+    base = str(__import__("pathlib").Path(path).parent)
+    out = check(data, base)
+    if build and out["accepted"]:
+        out["build_error"] = build_error(data, base)
+    out["path"] = path
+    print("RESULT " + json.dumps(out), flush=True)
 """
-PLUGIN_WORDS = ("plugin", "Plugin")
-# ScatterElements with a reduction is imported through the standard plugin ScatterElements v2 (10.10
-# onnxOpImporters.cpp:5436 @ 10.10-GA), which RTX lacks
-PLUGIN_BACKED = {("ScatterElements", "Unsupported reduction type")}
 
 
-def run_batch(paths: list[str], timeout: float) -> dict[str, dict]:
-    """Parse `paths` in one subprocess; returns path -> result for the models it finished."""
+def split_of(name: str) -> str:
+    """The fixed split of the node tests: a third held out, by a salted hash of the test's name."""
+    return (
+        "holdout" if int(hashlib.sha1(f"{name}:{SPLIT_SALT}".encode()).hexdigest(), 16) % 3 == 0 else "tune"
+    )
+
+
+def run_batch(paths: list[str], build: bool, timeout: float) -> dict[str, dict | None]:
     try:
         p = subprocess.run(
-            [sys.executable, "-c", WORKER],
+            [sys.executable, "-c", WORKER, str(ROOT), "1" if build else "0"],
             input=json.dumps(paths),
             capture_output=True,
             text=True,
             timeout=timeout,
         )
-        stdout, rc = p.stdout, p.returncode
+        stdout = p.stdout
     except subprocess.TimeoutExpired as exc:
-        stdout, rc = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or ""), -9
-    done = {}
+        stdout = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+    done: dict[str, dict | None] = {}
     for line in stdout.splitlines():
-        if line.startswith("{"):
-            r = json.loads(line)
+        if line.startswith("RESULT "):
+            r = json.loads(line[7:])
+            r["verdicts"] = {int(k): v for k, v in r["verdicts"].items()}
             done[r["path"]] = r
-    if rc != 0:
-        for path in paths:
-            done.setdefault(path, None)
     return done
 
 
-def live_results(paths: list[str], batch: int, timeout: float) -> dict[str, dict]:
+def live_results(paths: list[str], build: bool, batch: int, timeout: float) -> dict[str, dict]:
     results: dict[str, dict] = {}
     for i in range(0, len(paths), batch):
         chunk = paths[i : i + batch]
-        got = run_batch(chunk, timeout)
-        results.update({k: v for k, v in got.items() if v is not None})
-        for path in chunk:  # a crashed or timed-out batch: the rest model by model
+        results.update(run_batch(chunk, build, timeout))
+        for (
+            path
+        ) in chunk:  # a crashed or timed-out batch: the rest one by one, so a bad model costs only itself
             if path not in results:
-                one = run_batch([path], min(timeout, 60)).get(path)
-                results[path] = one or {
-                    "path": path,
-                    "ok": False,
-                    "errors": [],
-                    "crash": True,
-                }
-        print(f"  {min(i + batch, len(paths))}/{len(paths)} parsed", flush=True)
+                results[path] = run_batch([path], build, min(timeout, 120)).get(path) or {"crash": True}
+        print(f"  {min(i + batch, len(paths))}/{len(paths)} checked live", flush=True)
     return results
 
 
-def classify(model, pred, real) -> str | None:
-    """None when the predictor agrees with the parser, else the cause."""
-    from surgery.backends.base import Status
+def _judgeable(model: onnx.ModelProto, live: dict) -> tuple[set[int], set[int], set[int]]:
+    """(refused, accepted, left out) node indices on the live side; plugin-only refusals and nodes fed by a
+    refused node are left out."""
+    from surgery.backends.tensorrt import TensorRTBackend
 
-    if real.get("crash"):
+    caveat = TensorRTBackend()._rtx_caveat
+    refused, accepted, out = set(), set(), set()
+    for i, node in enumerate(model.graph.node):
+        v = live["verdicts"].get(i)
+        if v is None or v["status"] == "unknown":
+            out.add(i)
+        elif v["status"] == "rejected":
+            (out if caveat(node.op_type, v["words"]) else refused).add(i)
+        else:
+            accepted.add(i)
+    return refused, accepted, out
+
+
+def classify_parse(model, pred, live) -> str | None:
+    """None when the predictor refuses exactly what the parser refuses (see the module docstring)."""
+    from surgery.backends.base import Stage
+
+    if live.get("crash"):
         return "rtx-crash"
-    pred_nodes = {v.index for v in pred.rejected}
-    real_nodes = {e["node"] for e in real["errors"] if e["node"] >= 0}
-    pred_ok = pred.accepted
-    if pred_ok and real["ok"]:
+    refused, accepted, out = _judgeable(model, live)
+    pred_refused = {v.index for v in pred.rejected if v.stage is Stage.PARSE}
+    live_model_error = bool(live["messages"])
+    pred_model_error = any(m.stage is Stage.PARSE for m in pred.errors)
+    extra = (pred_refused - refused) - out
+    missed = refused - pred_refused
+    if not extra and not missed and live_model_error == pred_model_error:
+        if (pred_refused & out) and not refused:
+            return "not-judged-live"
         return None
-    ops = {n.op_type for n in model.graph.node}
-    plugin_errs = [
-        e
-        for e in real["errors"]
-        if any(w in e["desc"] for w in PLUGIN_WORDS)
-        or any(op in ops and text in e["desc"] for op, text in PLUGIN_BACKED)
-    ]
-    if plugin_errs and all(
-        pred.verdicts[e["node"]].status is Status.SUPPORTED
-        for e in plugin_errs
-        if 0 <= e["node"] < len(pred.verdicts)
-    ):
-        non_plugin = [e for e in real["errors"] if e not in plugin_errs]
-        if not non_plugin and not (pred_nodes - {e["node"] for e in plugin_errs} - {-1}):
-            return "rtx-lacks-plugin"
-    if not pred_ok and not real["ok"]:
-        if real_nodes <= pred_nodes:
-            first = min(real_nodes, default=len(model.graph.node))
-            if all(i > first for i in pred_nodes - real_nodes) or not real_nodes:
-                return None
-            return "predicted-reject"
-        return "wrong-node"
-    return "predicted-reject" if not pred_ok else "predicted-accept"
+    if not missed and not live_model_error:
+        return "predicted-reject"
+    if not extra and not pred_model_error:
+        return "predicted-accept"
+    return "both"
 
 
-def cause_of(model, pred, newer, real) -> str | None:
-    cause = classify(model, pred, real)
-    if (
-        cause in ("predicted-reject", "predicted-accept", "wrong-node")
-        and classify(model, newer, real) is None
-    ):
-        return (
-            "rtx-newer-parser"  # RTX 1.7's parser has 11.x changes (e.g. Swish): the 11.1 prediction agrees
-        )
-    return cause
+def classify_build(live, pred_build) -> str | None:
+    """For a model the parser accepts: does the predicted build outcome match the real builder's?"""
+    from surgery.backends.base import Outcome
+
+    real_fails = live.get("build_error") is not None
+    pred_fails = pred_build.outcome is Outcome.REJECTS
+    if real_fails == pred_fails:
+        return None
+    return "predicted-reject" if pred_fails else "predicted-accept"
 
 
-def main() -> None:
+def node_test_models(tmp: Path, limit: int) -> list[tuple[str, str, str, str]]:
+    """(name, path, part, split) for every node-test model."""
     from onnx.backend.test.case.node import collect_testcases
 
-    from surgery.backends.tensorrt_static import make
-
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--version", default="10.15")
-    ap.add_argument("--limit", type=int, default=0)
-    ap.add_argument("--batch", type=int, default=150)
-    ap.add_argument("--timeout", type=float, default=240)
-    ap.add_argument("--list", action="store_true", help="print every disagreement")
-    ap.add_argument("--json", help="write every model's verdicts here")
-    ap.add_argument("--models-dir", help="also compare on every *.onnx here (e.g. /tmp/realmodels)")
-    args = ap.parse_args()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         cases = collect_testcases(None)
-    if args.limit:
-        cases = cases[: args.limit]
+    out = []
+    for k, case in enumerate(cases[:limit] if limit else cases):
+        m = onnx.ModelProto()
+        m.CopyFrom(case.model)
+        m.ir_version = min(m.ir_version, 13)
+        d = tmp / f"{k:05d}"
+        d.mkdir()
+        (d / "model.onnx").write_bytes(m.SerializeToString())
+        out.append((case.name, str(d / "model.onnx"), "node tests", split_of(case.name)))
+    return out
+
+
+def corpus_models() -> list[tuple[str, str, str, str]]:
+    manifest = json.loads((CORPUS / "manifest.json").read_text())
+    records = manifest["models"] if isinstance(manifest, dict) else manifest
+    return [
+        (r["id"], str(CORPUS / r["path"]), "real models", r["split"])
+        for r in records
+        if r["family"] != "node-test"
+    ]
+
+
+def main() -> None:
+    from surgery.backends.base import Stage
+    from surgery.backends.tensorrt_static import make
+    from surgery.model import load_model
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--version", default="10.15")
+    ap.add_argument("--build", action="store_true", help="also build what the parser accepts")
+    ap.add_argument("--corpus", action="store_true", help="also the real models of the corpus")
+    ap.add_argument("--no-node-tests", action="store_true")
+    ap.add_argument("--limit", type=int, default=0)
+    ap.add_argument("--batch", type=int, default=100)
+    ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--list", action="store_true", help="print every disagreement")
+    ap.add_argument("--json", help="write every model's outcome here")
+    args = ap.parse_args()
     static, newer = make(args.version), make("11.1")
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp:
-        models, paths = {}, []
-        for k, case in enumerate(cases):
-            m = onnx.ModelProto()
-            m.CopyFrom(case.model)
-            m.ir_version = min(m.ir_version, 13)
-            path = os.path.join(tmp, f"{k:05d}.onnx")
-            Path(path).write_bytes(m.SerializeToString())
-            models[path] = (case.name, m)
-            paths.append(path)
-        if args.models_dir:
-            from surgery.model import load_model
-
-            for f in sorted(Path(args.models_dir).glob("*.onnx")):
-                models[str(f)] = (f.name, load_model(str(f)).proto)
-                paths.append(str(f))
-        real = live_results(paths, args.batch, args.timeout)
+    tmpdir = tempfile.TemporaryDirectory()
+    models = [] if args.no_node_tests else node_test_models(Path(tmpdir.name), args.limit)
+    if args.corpus:
+        models += corpus_models()
+    live = live_results([m[1] for m in models], args.build, args.batch, args.timeout)
     t_live = time.perf_counter() - t0
-    causes: Counter = Counter()
-    words = Counter()  # agreeing rejections: does the predicted message carry the parser's words?
-    examples = defaultdict(list)
+    counts: dict[tuple, Counter] = defaultdict(Counter)
+    examples: dict[str, list[str]] = defaultdict(list)
     rows = []
-    t1 = time.perf_counter()
-    for path in paths:
-        name, m = models[path]
+    for name, path, part, split in models:
+        try:
+            m = load_model(path).proto
+        except Exception as exc:  # a corpus file this tool refuses: say so, do not stop the run
+            examples["load-error"].append(f"{name}: {exc}")
+            continue
+        r = live[path]
         pred = static.check(m)
-        r = real[path]
-        cause = cause_of(m, pred, newer.check(m), r)
-        ops = sorted({n.op_type for n in m.graph.node})
-        rows.append({"name": name, "ops": ops, "cause": cause, "real": r, "pred": pred.to_dict()})
-        if cause is None:
-            by_index = {v.index: v.words for v in pred.rejected}
-            for e in r["errors"]:
-                if e["node"] in by_index:
-                    same = e["desc"].splitlines()[0][:50] in by_index[e["node"]]
-                    words["same" if same else "different"] += 1
-                    if not same:
-                        examples["different-words"].append(
-                            f"{name}: parser {e['desc'][:90]!r} | predicted {by_index[e['node']][:90]!r}"
-                        )
-            continue
-        causes[cause] += 1
-        rmsg = next(iter([e["desc"] for e in r["errors"]]), "accepted")
-        pmsg = next(iter([v.words or v.explanation for v in pred.rejected]), "accepted")
-        examples[cause].append(
-            f"{name} [{', '.join(ops)}]: parser: {rmsg[:120]!r} | predicted: {pmsg[:90]!r}"
+        cause = classify_parse(m, pred, r)
+        if (
+            cause in ("predicted-reject", "predicted-accept", "both")
+            and classify_parse(m, newer.check(m), r) is None
+        ):
+            cause = "rtx-newer-parser"
+        counts[(part, split, "parse")][cause or "agree"] += 1
+        row = {"name": name, "part": part, "split": split, "parse": cause}
+        if cause:
+            live_words = [v["words"].splitlines()[0] for v in r.get("verdicts", {}).values() if v["words"]][
+                :1
+            ]
+            pred_words = [(v.words or v.explanation).splitlines()[0] for v in pred.rejected][:1]
+            examples[f"parse {cause}"].append(
+                f"[{split}] {name}: parser: {(live_words or ['accepts'])[0][:110]!r} | "
+                f"predicted: {(pred_words or ['accepts'])[0][:110]!r}"
+            )
+        if args.build and r.get("accepted"):
+            built = classify_build(r, static.check(m, depth=Stage.BUILD))
+            counts[(part, split, "build")][built or "agree"] += 1
+            row["build"] = built
+            if built:
+                examples[f"build {built}"].append(
+                    f"[{split}] {name}: builder: {str(r.get('build_error'))[:160]!r}"
+                )
+        rows.append(row)
+    tmpdir.cleanup()
+    print(
+        f"\ntensorrt-static@{args.version} vs {static.label.split(' (')[0]} predictor against the TensorRT-RTX parser"
+    )
+    print(
+        f"live side {t_live:.0f} s for {len(models)} models ({'parse and build' if args.build else 'parse'})\n"
+    )
+    print(
+        "| models | split | stage | models | agree | agreement | not-judged-live (apart) | rtx-newer-parser |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for (part, split, stage), c in sorted(counts.items()):
+        apart = c["not-judged-live"] + c["rtx-crash"]
+        judged = sum(c.values()) - apart
+        print(
+            f"| {part} | {split} | {stage} | {sum(c.values())} | {c['agree']} | "
+            f"{c['agree'] / max(judged, 1):.1%} | {c['not-judged-live']} | {c['rtx-newer-parser']} |"
         )
-    t_pred = time.perf_counter() - t1
-    n = len(paths)
-    agree = n - sum(causes.values())
-    plugin = causes["rtx-lacks-plugin"]
-    print(f"\nnode-test models: {n}; tensorrt-static@{args.version} vs TensorRT-RTX ONNX parser")
-    print(f"parser {t_live:.1f} s (subprocess batches of {args.batch}), predictor {t_pred:.2f} s")
-    print(f"agree: {agree} ({agree / n:.1%}); RTX lacks plugin: {plugin}")
-    judged = n - plugin - causes["rtx-crash"]
-    print(
-        f"agreement excluding RTX-lacks-plugin and crashes: {agree}/{judged} ({agree / max(judged, 1):.1%})\n"
-    )
-    n_words = sum(words.values())
-    print(
-        f"messages of agreeing rejections that carry the parser's words (first 50 characters): "
-        f"{words['same']}/{n_words} ({words['same'] / max(n_words, 1):.1%})\n"
-    )
-    print("| cause | models | examples |")
-    print("|---|---|---|")
-    for cause, count in causes.most_common():
-        if cause == "different-words":
-            continue
-        print(f"| {cause} | {count} | {'; '.join(x.split(' [')[0] for x in examples[cause][:6])} |")
+    print("\ndisagreements by cause:")
+    for key, lines in sorted(examples.items()):
+        print(f"  {key}: {len(lines)}")
     if args.list:
-        for cause, lines in examples.items():
-            print(f"\n## {cause} ({len(lines)})")
+        for key, lines in sorted(examples.items()):
+            print(f"\n## {key} ({len(lines)})")
             for line in lines:
                 print(f"- {line}")
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1, default=str))
+        Path(args.json).write_text(json.dumps(rows, indent=1))
 
 
 if __name__ == "__main__":

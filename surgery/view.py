@@ -1,8 +1,10 @@
-"""Graph → what the app draws: layered positions computed here (the browser only paints), colours by verdict,
-constants and graph inputs drawn small beside each consumer (no long edges), big graphs collapsed by name
-scope with drill-down, focus windows, search.
+"""Graph → what the app draws: a layered layout computed here (surgery.layout; the browser only paints), node
+labels and hover texts, shapes on edges, colours by verdict, constants and graph inputs drawn small beside each
+reader, big graphs collapsed into labelled groups (by name scope, else by ranges of the topological order) that
+open in place, focus windows, search.
 
-Pure data in, pure data out: the app turns a `View` into the graph component's payload.
+Pure data in, pure data out: `build_view` gives a `View`; `View.payload()` is what the graph component reads.
+The layout does not depend on verdicts: `structure()` lays out once, `paint()` colours it for one report.
 
 Scopes (the `scope` argument, and the id of a group node after its ``group:`` prefix):
 - ``/a/b``: the nodes named ``/a/b/...``;
@@ -12,13 +14,15 @@ Scopes (the `scope` argument, and the id of a group node after its ``group:`` pr
 
 from __future__ import annotations
 
-from collections import defaultdict, deque
-from dataclasses import asdict, dataclass, field
+import hashlib
+from collections import Counter, defaultdict, deque
+from dataclasses import dataclass, field
 
 from onnx import ModelProto
 
-from surgery.backends.base import Status, Verdict
-from surgery.graph import GraphFacts, _all_inputs
+from surgery.backends.base import Stage, Status, Verdict
+from surgery.graph import GraphFacts, TensorInfo, _all_inputs
+from surgery.layout import layered
 
 COLORS = {
     "supported": "#2e9d57",
@@ -26,7 +30,7 @@ COLORS = {
     "unknown": "#e0a526",
     "not checked": "#8d99a6",
     "io": "#dfe6ee",
-    "constant": "#c9d3de",
+    "constant": "#e4e9ef",
 }
 LEGEND = [
     ("supported", "accepted by the backend"),
@@ -35,17 +39,28 @@ LEGEND = [
     ("not checked", "no backend selected"),
 ]
 WORST_FIRST = ("rejected", "unknown", "supported", "not checked")
-DX, DY = 190, 85  # spacing between nodes in a layer / between layers
-SMALL_DX, SMALL_DY = 105, 22  # where a constant / input copy sits, left of and above its consumer
-COLLAPSE_OVER = 1500  # a selection with more nodes opens collapsed by name scope
+WHO = {Stage.PARSE: "parser says", Stage.BUILD: "builder says", Stage.RUN: "backend says"}
+COLLAPSE_OVER = 1500  # a selection with more nodes opens collapsed into groups
 MIN_GROUPS, MAX_GROUPS = 6, 60
+SHAPES_BELOW = 3000  # edges show their tensor's shape by default below this many drawn nodes
+# Box sizes in canvas pixels for the component's fonts (op 14 px, constant 11 px, input/output 12 px): the layout
+# reserves them, so labels never overlap. A character of the label font is at most ~0.6 em wide.
+FONT = {"op": 14, "group": 14, "constant": 11, "input": 12, "output": 12}
+HEIGHT = {"op": 32, "group": 58, "constant": 22, "input": 26, "output": 26}
+
+
+def box_size(kind: str, label: str) -> tuple[float, float]:
+    lines = label.split("\n")
+    em = FONT[kind] * 0.6
+    widest = max(len(x) for x in lines)
+    return max(48.0 if kind == "op" else 24.0, widest * em + 22), float(HEIGHT[kind])
 
 
 @dataclass
 class ViewNode:
     id: str
     label: str
-    title: str
+    title: str  # plain text, shown on hover (never HTML)
     x: float
     y: float
     color: str
@@ -54,21 +69,52 @@ class ViewNode:
     kind: str = "op"  # op | constant | input | output | group
     status: str = "not checked"
     ref: str = ""  # what a click selects: a node key, "group:<scope>", or "" (nothing)
+    w: float = 0.0
+    h: float = 0.0
+    badge: str = ""  # groups: "3 rejected" / "2 unknown"
+    info: str = ""  # the hover text before verdicts (name, op, domain, typed inputs and outputs)
+    members: list[int] = field(default_factory=list)  # groups: node indices (not sent to the browser)
+    order: int = 0  # topological position of the node (or of a group's first member)
 
 
 @dataclass
 class View:
     nodes: list[ViewNode] = field(default_factory=list)
     edges: list[tuple[str, str]] = field(default_factory=list)
+    routes: list[list[tuple[float, float]]] = field(default_factory=list)  # one per edge
+    edge_labels: list[str] = field(default_factory=list)  # one per edge: the tensor's dtype and shape, or ""
+    curved: bool = False  # routes are Bézier control points (dot) rather than polylines
     collapsed: bool = False
     total_nodes: int = 0
     note: str = ""
+    start: str | None = None  # where the first view is centred: the first rejected node, else the inputs
+    engine: str = ""
+    layout_seconds: float = 0.0
+    opened: str | None = None  # the group opened in place, if any
+    inner_groups: set[str] = field(default_factory=set)  # groups drawn inside the opened one (a big one)
 
-    def payload(self, selected: str | None = None) -> dict:
+    def layout_id(self) -> str:
+        h = hashlib.sha1()
+        for n in self.nodes:
+            h.update(f"{n.id}|{n.x:.0f}|{n.y:.0f};".encode())
+        return h.hexdigest()[:16]
+
+    def payload(self, selected: str | None = None, shapes: bool | None = None) -> dict:
+        if shapes is None:
+            shapes = len(self.nodes) < SHAPES_BELOW
+        keys = ("id", "label", "title", "x", "y", "color", "kind", "status", "ref", "w", "h", "badge")
         return {
-            "nodes": [asdict(n) for n in self.nodes],
-            "edges": [{"from": a, "to": b} for a, b in self.edges],
+            "nodes": [{k: getattr(n, k) for k in keys} for n in self.nodes],
+            "edges": [
+                {"from": a, "to": b, "pts": [round(c, 1) for p in r for c in p], "label": lab}
+                for (a, b), r, lab in zip(self.edges, self.routes, self.edge_labels)
+            ],
+            "curved": self.curved,
+            "shapes": bool(shapes),
             "selected": selected,
+            "start": self.start,
+            "layout_id": self.layout_id(),
+            "collapsed": self.collapsed,
             "legend": [{"status": s, "color": COLORS[s], "text": t} for s, t in LEGEND],
         }
 
@@ -197,158 +243,6 @@ def constant_value(facts: GraphFacts, tensor: str, limit: int = 64):
         return None
 
 
-def _title(node, key: str, verdicts: dict[str, Verdict]) -> str:
-    v = verdicts.get(key)
-    text = f"{node.op_type} {key}"
-    if v is not None and v.reason():
-        text += f"\n{v.status.value}: {v.reason()}"
-    return text
-
-
-def _is_small(node) -> bool:
-    """Constant nodes are drawn as small dots beside each consumer instead of in a layer of their own."""
-    return node.op_type == "Constant" and node.domain in ("", "ai.onnx")
-
-
-def _place(facts: GraphFacts, ops: set[int]) -> dict[int, tuple[float, float]]:
-    """Longest-path layers (top to bottom); in each layer nodes sit near the mean x of their parents."""
-    graph = facts.model.graph
-    parents: dict[int, list[int]] = {}
-    layer: dict[int, int] = {}
-    for i in facts.order:
-        if i not in ops:
-            continue
-        ps = [facts.producer[x] for x in _all_inputs(graph.node[i]) if x in facts.producer]
-        ps = [p for p in dict.fromkeys(ps) if p in layer]
-        parents[i] = ps
-        layer[i] = 1 + max((layer[p] for p in ps), default=0)
-    by_layer: dict[int, list[int]] = defaultdict(list)
-    for i in facts.order:
-        if i in layer:
-            by_layer[layer[i]].append(i)
-    pos: dict[int, tuple[float, float]] = {}
-    for depth, members in sorted(by_layer.items()):
-        wanted = []
-        for k, i in enumerate(members):
-            xs = [pos[p][0] for p in parents[i] if p in pos]
-            default = (k - (len(members) - 1) / 2) * DX
-            wanted.append((sum(xs) / len(xs) if xs else default, k, i))
-        wanted.sort()
-        xs = []
-        for w, _k, _i in wanted:  # keep at least DX apart, then recentre on the wanted mean
-            xs.append(w if not xs else max(w, xs[-1] + DX))
-        shift = sum(w for w, _, _ in wanted) / len(wanted) - sum(xs) / len(xs)
-        for x, (_w, _k, i) in zip(xs, wanted):
-            pos[i] = (x + shift, depth * DY)
-    return pos
-
-
-def build_view(
-    model: ModelProto,
-    verdicts: dict[str, Verdict] | None = None,
-    *,
-    facts: GraphFacts | None = None,
-    focus: str | None = None,
-    hops: int = 3,
-    scope: str | None = None,
-    collapse_over: int = COLLAPSE_OVER,
-) -> View:
-    """The drawing of `model`: whole, around `focus` (n hops), inside `scope`; collapsed by scopes when the
-    selection has more than `collapse_over` nodes (a focus window is never collapsed)."""
-    facts = facts or GraphFacts.of(model, infer=False)
-    verdicts = verdicts or {}
-    graph = model.graph
-    n_total = len(graph.node)
-    note = ""
-    if focus is not None and focus in facts.index:
-        keep = neighbourhood(facts, facts.index[focus], hops)
-        note = f"{len(keep)} of {n_total} nodes within {hops} hops of {focus}"
-    elif scope:
-        members = scope_members(facts, scope)
-        if len(members) > collapse_over:
-            return _collapsed(facts, verdicts, members, scope)
-        keep = set(members)
-        note = f"{len(keep)} of {n_total} nodes: {scope_label(scope)}"
-    elif n_total > collapse_over:
-        return _collapsed(facts, verdicts, facts.order, None)
-    else:
-        keep = set(range(n_total))
-    small = {i for i in keep if _is_small(graph.node[i])}
-    pos = _place(facts, keep - small)
-    view = View(total_nodes=n_total, note=note)
-    for i, (x, y) in pos.items():
-        node, key = graph.node[i], facts.keys[i]
-        status = status_of(verdicts.get(key))
-        label = node.op_type if len(node.op_type) < 24 else node.op_type[:22] + "…"
-        view.nodes.append(
-            ViewNode(key, label, _title(node, key, verdicts), x, y, COLORS[status], status=status, ref=key)
-        )
-    # Small things (constants, graph inputs) get a copy beside each drawn consumer: no long edges
-    beside: dict[int, int] = defaultdict(int)
-
-    def put_small(vid: str, label: str, title: str, reader: int, kind: str, ref: str) -> str:
-        cx, cy = pos[reader]
-        k = beside[reader]
-        beside[reader] += 1
-        node_id = f"{vid}@{facts.keys[reader]}"
-        color, shape, size = (
-            (COLORS["constant"], "dot", 6) if kind == "constant" else (COLORS["io"], "box", 10)
-        )
-        view.nodes.append(
-            ViewNode(
-                node_id,
-                label,
-                title,
-                cx - SMALL_DX,
-                cy - DY / 2 + k * SMALL_DY,
-                color,
-                shape,
-                size,
-                kind,
-                ref=ref,
-            )
-        )
-        return node_id
-
-    for i in sorted(small):
-        node, key = graph.node[i], facts.keys[i]
-        readers = dict.fromkeys(j for o in node.output for j in facts.consumers.get(o, []) if j in pos)
-        for j in readers:
-            nid = put_small(f"const:{key}", "const", _title(node, key, verdicts), j, "constant", key)
-            view.edges.append((nid, facts.keys[j]))
-    for name in facts.graph_inputs:
-        readers = dict.fromkeys(j for j in facts.consumers.get(name, []) if j in pos)
-        info = facts.info(name)
-        title = f"graph input {name}: {info.dtype_name} {info.shape_str()}"
-        for j in readers:
-            nid = put_small(f"input:{name}", name[:24], title, j, "input", "")
-            view.edges.append((nid, facts.keys[j]))
-    for i in pos:
-        for x in dict.fromkeys(_all_inputs(graph.node[i])):
-            p = facts.producer.get(x)
-            if p is not None and p in pos:
-                view.edges.append((facts.keys[p], facts.keys[i]))
-    for name in facts.graph_outputs:
-        p = facts.producer.get(name)
-        if p is not None and p in pos:
-            x, y = pos[p]
-            view.nodes.append(
-                ViewNode(
-                    f"output:{name}",
-                    name[:24],
-                    f"graph output {name}",
-                    x,
-                    y + DY * 0.8,
-                    COLORS["io"],
-                    "ellipse",
-                    10,
-                    "output",
-                )
-            )
-            view.edges.append((facts.keys[p], f"output:{name}"))
-    return view
-
-
 def groups_of(facts: GraphFacts, members: list[int], scope: str | None) -> list[tuple[str, str, list[int]]]:
     """Split `members` (topological order) into (scope id, label, members) groups: by the first name-scope
     depth below `scope` that gives at least MIN_GROUPS groups; runs of consecutive groups (or plain runs of the
@@ -382,53 +276,403 @@ def groups_of(facts: GraphFacts, members: list[int], scope: str | None) -> list[
     for run in runs:
         first, last = group_of[run[0]], group_of[run[-1]]
         span = first if first == last else f"{first} … {last}"
-        if len(groups) < MIN_GROUPS:
-            span = f"{names[run[0]]} … {names[run[-1]]}"
+        if len(groups) < MIN_GROUPS:  # no scopes to name it by: its place in the topological order
+            span = f"nodes {pos[run[0]] + 1}–{pos[run[-1]] + 1}"
         out.append((f"range:{pos[run[0]]}-{pos[run[-1]]}", span, run))
     return out
 
 
-def _collapsed(
-    facts: GraphFacts, verdicts: dict[str, Verdict], members: list[int], scope: str | None
+def _dim(d) -> str:
+    if (
+        d is None
+        or (isinstance(d, int) and d < 0)
+        or (isinstance(d, str) and (not d or d.startswith("unk__")))
+    ):
+        return "?"
+    return str(d)
+
+
+def tensor_label(info: TensorInfo) -> str:
+    """A tensor's dtype and shape as an edge shows it: "1×3×224×224" for float32, "int64 4" otherwise; "" when
+    nothing is known. Dims that inference only numbered (unk__0) or that are negative show as "?"."""
+    if info.shape is None:
+        return "" if not info.dtype else info.dtype_name.lower()
+    dims = "×".join(_dim(d) for d in info.shape) or "scalar"
+    if info.dtype_name in ("FLOAT", "?"):
+        return dims
+    return f"{info.dtype_name.lower()} {dims}"
+
+
+def _typed(facts: GraphFacts, tensor: str) -> str:
+    info = facts.info(tensor)
+    weights = " (weights)" if tensor in facts.initializers else ""
+    return f"  {tensor}  {info.dtype_name.lower()} {info.shape_str()}{weights}"
+
+
+def node_info(facts: GraphFacts, i: int) -> str:
+    """The hover text of one node before verdicts: op and name, domain, inputs and outputs with dtypes and
+    shapes (plain text)."""
+    node, key = facts.model.graph.node[i], facts.keys[i]
+    lines = [f"{node.op_type}  ·  {node.name or key}", f"domain: {node.domain or 'ai.onnx'}"]
+    ins = [x for x in node.input if x]
+    if ins:
+        lines.append("inputs:")
+        lines += [_typed(facts, x) for x in ins]
+    lines.append("outputs:")
+    lines += [_typed(facts, o) for o in node.output if o]
+    return "\n".join(lines)
+
+
+def verdict_line(label: str, v: Verdict | None) -> str:
+    """One report's verdict on a node in one line: the backend's words as its words, else our explanation."""
+    if v is None:
+        return f"{label}: no verdict"
+    status = "cannot confirm" if v.status == Status.UNKNOWN else v.status.value
+    at = f" at {v.stage.value}" if v.status != Status.SUPPORTED else ""
+    line = f"{label}: {status}{at}"
+    if v.words:
+        first = v.words.strip().splitlines()[0] if v.words.strip() else ""
+        more = "…" if len(v.words.strip().splitlines()) > 1 else ""
+        line += f" — {WHO.get(v.stage, 'backend says')}: “{first}{more}”"
+    elif v.explanation and v.status != Status.SUPPORTED:
+        line += f" — our explanation: {v.explanation.strip().splitlines()[0]}"
+    return line
+
+
+def _constant_label(facts: GraphFacts, node) -> str:
+    value = constant_value(facts, node.output[0], limit=4) if node.output else None
+    if value is not None:
+        if value.ndim == 0:
+            text = f"{value.item():.4g}" if value.dtype.kind == "f" else str(value.item())
+        else:
+            text = (
+                "["
+                + ", ".join(f"{v:.4g}" if value.dtype.kind == "f" else str(v) for v in value.ravel())
+                + "]"
+            )
+        if len(text) <= 18:
+            return text
+    info = facts.info(node.output[0]) if node.output else None
+    if info is not None and info.shape is not None:
+        return "⟨" + "×".join(str(d) for d in info.shape) + "⟩" if info.shape else "scalar"
+    return "const"
+
+
+def _is_small(node) -> bool:
+    """Constant nodes are drawn as small boxes beside each reader instead of as operators."""
+    return node.op_type == "Constant" and node.domain in ("", "ai.onnx")
+
+
+def _group_label(label: str, members: list[int], facts: GraphFacts) -> str:
+    ops = Counter(facts.model.graph.node[i].op_type for i in members)
+    top = ", ".join(f"{op} {n}" for op, n in ops.most_common(3))
+    name = label if len(label) <= 34 else "…" + label[-33:]
+    return f"{name}\n{len(members)} nodes · {top}"
+
+
+def _draw(
+    facts: GraphFacts,
+    singles: set[int],
+    groups: list[tuple[str, str, list[int]]],
+    *,
+    note: str = "",
+    engine: str = "auto",
 ) -> View:
-    """One box per group, coloured by its worst verdict, laid out row by row in topological order."""
+    """Lay out `singles` (node indices, drawn one by one) and `groups` (drawn one box each)."""
     graph = facts.model.graph
-    groups = groups_of(facts, members, scope)
-    inside = f" of {scope_label(scope)}" if scope else ""
-    view = View(
-        total_nodes=len(graph.node),
-        collapsed=True,
-        note=f"{len(members)} nodes{inside} collapsed into {len(groups)} groups; click a group to open it",
-    )
-    group_of: dict[int, str] = {}
-    cols = min(8, max(1, round(len(groups) ** 0.5)))
-    for k, (gid, label, ms) in enumerate(groups):
-        statuses = [status_of(verdicts.get(facts.keys[i])) for i in ms]
-        worst = next(s for s in WORST_FIRST if s in statuses)
-        rejected = statuses.count("rejected")
-        text = f"{label}\n{len(ms)} nodes" + (f", {rejected} rejected" if rejected else "")
-        view.nodes.append(
+    pos_of = {i: p for p, i in enumerate(facts.order)}
+    drawn: dict[int, str] = {}  # node index -> drawn id (its own box or its group's)
+    view = View(total_nodes=len(graph.node), note=note, collapsed=bool(groups))
+    units: list[ViewNode] = []
+    for gid, label, members in groups:
+        text = _group_label(label, members, facts)
+        w, h = box_size("group", text)
+        units.append(
             ViewNode(
                 f"group:{gid}",
                 text,
-                text,
-                (k % cols) * DX * 1.5,
-                (k // cols) * DY * 1.4,
-                COLORS[worst],
-                "box",
-                18,
-                "group",
-                worst,
+                "",
+                0,
+                0,
+                COLORS["not checked"],
+                kind="group",
                 ref=f"group:{gid}",
+                w=w,
+                h=h,
+                info=f"group {label}\n{len(members)} nodes — click to open",
+                members=list(members),
+                order=min(pos_of[i] for i in members),
             )
         )
-        for i in ms:
-            group_of[i] = gid
-    edges = set()
-    for i in members:
+        for i in members:
+            drawn[i] = f"group:{gid}"
+    small = {i for i in singles if _is_small(graph.node[i])}
+    for i in singles - small:
+        node, key = graph.node[i], facts.keys[i]
+        label = node.op_type if len(node.op_type) < 24 else node.op_type[:22] + "…"
+        w, h = box_size("op", label)
+        units.append(
+            ViewNode(key, label, "", 0, 0, COLORS["not checked"], ref=key, w=w, h=h, order=pos_of[i])
+        )
+        drawn[i] = key
+    by_id = {u.id: u for u in units}
+    edges: dict[tuple[str, str], str] = {}
+    extra: list[ViewNode] = []
+
+    def add_edge(a: str, b: str, label: str) -> None:
+        if a != b and (a, b) not in edges:
+            edges[(a, b)] = label
+
+    # small things get a copy beside each reader, no long edges: a reader's Constant inputs share one compact
+    # box (their values or shapes), each graph input gets its own
+    consts: dict[str, list[int]] = defaultdict(list)
+    for i in sorted(small, key=pos_of.__getitem__):
+        node = graph.node[i]
+        for r in dict.fromkeys(
+            drawn[j] for o in node.output for j in facts.consumers.get(o, []) if j in drawn
+        ):
+            consts[r].append(i)
+    for r, cs in consts.items():
+        labels = [_constant_label(facts, graph.node[i]) for i in cs]
+        label = " · ".join(labels)
+        if len(label) > 22:
+            label = labels[0] if len(cs) == 1 else f"{len(cs)} constants"
+        w, h = box_size("constant", label)
+        nid = f"const:{facts.keys[cs[0]]}@{r}"
+        info = "\n".join(
+            f"Constant {facts.keys[i]}: {tensor_label(facts.info(graph.node[i].output[0])) or '?'} = {lab}"
+            for i, lab in zip(cs, labels)
+        )
+        extra.append(
+            ViewNode(
+                nid,
+                label,
+                "",
+                0,
+                0,
+                COLORS["constant"],
+                kind="constant",
+                ref=facts.keys[cs[0]],
+                w=w,
+                h=h,
+                info=info,
+                order=by_id[r].order,
+            )
+        )
+        add_edge(nid, r, "")
+    for name in facts.graph_inputs:
+        readers = dict.fromkeys(drawn[j] for j in facts.consumers.get(name, []) if j in drawn)
+        info = facts.info(name)
+        label = name if len(name) <= 24 else name[:23] + "…"
+        for r in readers:
+            w, h = box_size("input", label)
+            nid = f"input:{name}@{r}"
+            extra.append(
+                ViewNode(
+                    nid,
+                    label,
+                    "",
+                    0,
+                    0,
+                    COLORS["io"],
+                    kind="input",
+                    w=w,
+                    h=h,
+                    info=f"graph input {name}\n  {info.dtype_name.lower()} {info.shape_str()}",
+                    order=by_id[r].order,
+                )
+            )
+            add_edge(nid, r, tensor_label(info))
+    for i in sorted(drawn, key=pos_of.__getitem__):
+        if i in small:
+            continue
         for x in _all_inputs(graph.node[i]):
             p = facts.producer.get(x)
-            if p is not None and p in group_of and group_of[p] != group_of[i]:
-                edges.add((f"group:{group_of[p]}", f"group:{group_of[i]}"))
-    view.edges = sorted(edges)
+            if p is not None and p in drawn and p not in small:
+                add_edge(
+                    drawn[p], drawn[i], "" if drawn[p].startswith("group:") else tensor_label(facts.info(x))
+                )
+    for name in facts.graph_outputs:
+        p = facts.producer.get(name)
+        if p is not None and p in drawn:
+            info = facts.info(name)
+            label = name if len(name) <= 24 else name[:23] + "…"
+            w, h = box_size("output", label)
+            extra.append(
+                ViewNode(
+                    f"output:{name}",
+                    label,
+                    "",
+                    0,
+                    0,
+                    COLORS["io"],
+                    kind="output",
+                    w=w,
+                    h=h,
+                    info=f"graph output {name}\n  {info.dtype_name.lower()} {info.shape_str()}",
+                    order=by_id[drawn[p]].order,
+                )
+            )
+            add_edge(drawn[p], f"output:{name}", tensor_label(info))
+    rank = {"input": 0, "constant": 1, "op": 2, "group": 2, "output": 3}
+    everything = sorted(units + extra, key=lambda n: (n.order, rank[n.kind]))
+    sizes = {n.id: (n.w, n.h) for n in everything}
+    edge_list = list(edges)
+    lay = layered(sizes, edge_list, engine=engine)
+    for n in everything:
+        n.x, n.y = lay.pos[n.id]
+    view.nodes = everything
+    view.edges = edge_list
+    view.routes = lay.routes
+    view.edge_labels = [edges[e] for e in edge_list]
+    view.curved, view.engine, view.layout_seconds = lay.curved, lay.engine, lay.seconds
     return view
+
+
+def structure(
+    facts: GraphFacts,
+    *,
+    focus: str | None = None,
+    hops: int = 3,
+    scope: str | None = None,
+    context: str | None = None,
+    collapse_over: int = COLLAPSE_OVER,
+    engine: str = "auto",
+) -> View:
+    """The layout of what is drawn, before any verdict: the whole graph, the `hops`-neighbourhood of `focus`,
+    or the nodes in `scope`. A selection of more than `collapse_over` nodes is collapsed into groups. With
+    `context` (the scope `scope` was opened from, "" for the whole graph), `scope` opens in place: its nodes are
+    drawn among the other groups of `context`."""
+    n_total = len(facts.model.graph.node)
+    if focus is not None and focus in facts.index:
+        keep = neighbourhood(facts, facts.index[focus], hops)
+        return _draw(
+            facts,
+            keep,
+            [],
+            note=f"{len(keep)} of {n_total} nodes within {hops} hops of {focus}",
+            engine=engine,
+        )
+    if scope:
+        members = scope_members(facts, scope)
+        if context is not None:
+            outer = scope_members(facts, context) if context else facts.order
+            siblings = [g for g in groups_of(facts, outer, context or None) if g[0] != scope]
+            inside = set(members)
+            if len(members) > collapse_over:
+                opened = groups_of(facts, members, scope)
+                view = _draw(facts, set(), siblings + opened, engine=engine)
+                view.inner_groups = {g for g, _, _ in opened}
+                view.note = (
+                    f"{scope_label(scope)}: {len(members)} nodes in {len(opened)} groups, opened in place"
+                )
+            else:
+                view = _draw(facts, inside, siblings, engine=engine)
+                view.note = f"{scope_label(scope)}: {len(members)} of {n_total} nodes, opened in place"
+            view.opened = scope
+            return view
+        if len(members) > collapse_over:
+            return _collapsed(facts, members, scope, engine)
+        return _draw(
+            facts,
+            set(members),
+            [],
+            note=f"{len(members)} of {n_total} nodes: {scope_label(scope)}",
+            engine=engine,
+        )
+    if n_total > collapse_over:
+        return _collapsed(facts, facts.order, None, engine)
+    return _draw(facts, set(range(n_total)), [], engine=engine)
+
+
+def _collapsed(facts: GraphFacts, members: list[int], scope: str | None, engine: str) -> View:
+    groups = groups_of(facts, members, scope)
+    inside = f" of {scope_label(scope)}" if scope else ""
+    return _draw(
+        facts,
+        set(),
+        groups,
+        note=f"{len(members)} nodes{inside} collapsed into {len(groups)} groups; click a group to open it",
+        engine=engine,
+    )
+
+
+def paint(view: View, facts: GraphFacts, verdicts: dict[str, Verdict] | None = None, reports=()) -> View:
+    """Colour `view` by `verdicts` (the chosen report's, by node key) and write every node's hover text with
+    each report's verdict in one line (`reports`: Report objects, or (label, verdicts-by-key) pairs). Returns a
+    painted copy; the layout is shared."""
+    from copy import copy
+
+    verdicts = verdicts or {}
+    pairs = [(r, r.by_node()) if hasattr(r, "by_node") else r for r in reports]
+    pairs = [(getattr(r, "label", r), by) for r, by in pairs]
+    out = copy(view)
+    out.nodes = []
+    first_bad: tuple[int, str] | None = None
+    for n in view.nodes:
+        m = copy(n)
+        if n.kind == "op":
+            v = verdicts.get(n.ref)
+            m.status = status_of(v)
+            m.color = COLORS[m.status]
+            i = facts.index.get(n.ref)
+            info = n.info or (node_info(facts, i) if i is not None else n.ref)
+            lines = [verdict_line(label, by.get(n.ref)) for label, by in pairs]
+            m.title = "\n".join([info, *lines])
+            if m.status == "rejected" and (first_bad is None or n.order < first_bad[0]):
+                first_bad = (n.order, n.id)
+        elif n.kind == "group":
+            statuses = Counter(status_of(verdicts.get(facts.keys[i])) for i in n.members)
+            m.status = next(s for s in WORST_FIRST if statuses.get(s))
+            m.color = COLORS[m.status]
+            bad = [f"{statuses[s]} {s}" for s in ("rejected", "unknown") if statuses.get(s)]
+            m.badge = ", ".join(bad)
+            m.title = n.info + ("\n" + m.badge if m.badge else "")
+            if statuses.get("rejected") and (first_bad is None or n.order < first_bad[0]):
+                first_bad = (n.order, n.id)
+        else:
+            m.title = n.info
+        out.nodes.append(m)
+    out.start = first_bad[1] if first_bad else None
+    return out
+
+
+def build_view(
+    model: ModelProto,
+    verdicts: dict[str, Verdict] | None = None,
+    *,
+    facts: GraphFacts | None = None,
+    focus: str | None = None,
+    hops: int = 3,
+    scope: str | None = None,
+    context: str | None = None,
+    collapse_over: int = COLLAPSE_OVER,
+    reports=(),
+    engine: str = "auto",
+) -> View:
+    """The drawing of `model`: whole, around `focus` (n hops), inside `scope` (in place within `context`);
+    collapsed into groups when the selection has more than `collapse_over` nodes (a focus window never is);
+    coloured by `verdicts`, hover texts with every report's verdict."""
+    facts = facts or GraphFacts.of(model, infer=False)
+    view = structure(
+        facts,
+        focus=focus,
+        hops=hops,
+        scope=scope,
+        context=context,
+        collapse_over=collapse_over,
+        engine=engine,
+    )
+    return paint(view, facts, verdicts, reports)
+
+
+def previous_rejected(verdicts: dict[str, Verdict], facts: GraphFacts, current: str | None) -> str | None:
+    """The rejected node before `current` in topological order (wrapping around), or None if none is."""
+    bad = [facts.keys[i] for i in facts.order if status_of(verdicts.get(facts.keys[i])) == "rejected"]
+    if not bad:
+        return None
+    if current not in facts.index:
+        return bad[-1]
+    pos = {facts.keys[i]: p for p, i in enumerate(facts.order)}
+    before = [k for k in bad if pos[k] < pos[current]]
+    return (before or bad)[-1]

@@ -61,7 +61,10 @@ class TensorRTBackend(BuildsWithSurgeryBuild):
         if self.flavour != "TensorRT-RTX":
             return None
         plugin = STANDARD_PLUGIN_OPS.get(op) or (op if op in STANDARD_PLUGIN_NAMES else None)
-        if plugin and ("plugin" in words.lower() or "creator" in words):
+        # ScatterElements with a reduction is imported through the standard plugin ScatterElements v2
+        # (onnxOpImporters.cpp:5436 @ 10.10-GA); without it RTX says only "Unsupported reduction type"
+        missing = "plugin" in words.lower() or "creator" in words
+        if plugin and (missing or (op == "ScatterElements" and "Unsupported reduction type" in words)):
             return (
                 f"TensorRT-RTX has no {plugin} plugin; full TensorRT 10 imports {op} through its standard "
                 "plugin library, so this verdict cannot be confirmed here"

@@ -72,7 +72,19 @@ ML_DOMAIN = "ai.onnx.ml"
 # N-listed ops with no static checker, so they reach the plugin fallback (TensorRT-RTX 1.7.1 answers DFT so)
 N_WITHOUT_CHECKER = {"DFT"}
 # ops that take UINT8 inputs although their table row does not list UINT8 (checked with TensorRT-RTX 1.7.1)
-UINT8_OK_OPS = {"Cast", "CastLike", "Identity", "Constant", "Shape", "Size", "Equal", "QuantizeLinear"}
+UINT8_OK_OPS = {
+    "Cast",
+    "CastLike",
+    "Identity",
+    "Constant",
+    "Shape",
+    "Size",
+    "Equal",
+    "QuantizeLinear",
+    "DequantizeLinear",
+}
+# ops whose UINT8 output TensorRT takes (Q/DQ quantization; TensorRT-RTX 1.7.1 parses uint8 Q -> DQ)
+UINT8_OUTPUT_OK_OPS = {"Constant", "QuantizeLinear"}
 ELEMENTWISE = {
     "Add": "SUM",
     "Sub": "SUB",
@@ -440,8 +452,49 @@ def t_range_float_computed(node, facts):
 
 def t_mod_float_without_fmod(node, facts):
     t = _dtype(facts, node.input[0])
-    if _attr(node, "fmod", 0) == 0 and t and t not in ("INT32", "INT64"):
+    if _attr(node, "fmod", 0) == 0 and t in ("FLOAT", "FLOAT16", "BFLOAT16", "DOUBLE"):
         return {"detail": f"fmod=0 on {t}", "trt_type": _trt_dtype(t)}
+    return None
+
+
+LOW_PRECISION = {"FLOAT8E4M3FN": "FP8", "INT4": "Int4", "UINT4": "UInt4", "FLOAT4E2M1": "FP4"}
+# ONNX ops whose TensorRT layer may read / make FP8, INT4, FP4 tensors (Shuffle: the reshaping ops)
+SHUFFLE_OPS = {"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze"}
+READS_LOW = {"DequantizeLinear", "Concat", "Shape", "Identity", *SHUFFLE_OPS}
+MAKES_LOW = {"QuantizeLinear", "Constant", "Concat", "Identity", *SHUFFLE_OPS}
+
+
+def t_reads_low_precision(node, facts):
+    if node.op_type in READS_LOW:
+        return None
+    for x in node.input:
+        t = _dtype(facts, x)
+        if t in LOW_PRECISION and x not in facts.initializers:
+            return {"detail": f"'{x}' is {t}", "tensor": x, "trt_type": LOW_PRECISION[t]}
+    return None
+
+
+def t_makes_low_precision(node, facts):
+    if node.op_type in MAKES_LOW:
+        return None
+    for o in node.output:
+        t = _dtype(facts, o)
+        if t in LOW_PRECISION:
+            return {"detail": f"'{o}' is {t}", "tensor": o, "trt_type": LOW_PRECISION[t]}
+    return None
+
+
+def t_nonzero_zero_point(node, facts):
+    z = _input(node, 2)
+    t = facts.initializers.get(z) if z else None
+    if t is None and z:
+        p = facts.producer_of(z)
+        t = constant_tensor(p) if p is not None and p.op_type == "Constant" else None
+    if t is None or t.data_location == TensorProto.EXTERNAL:
+        return None
+    values = numpy_helper.to_array(t)
+    if values.size and np.any(values.astype(np.float64) != 0):
+        return {"detail": f"zero point '{z}' = {values.reshape(-1)[:4].tolist()}"}
     return None
 
 
@@ -602,7 +655,7 @@ class TensorRTStaticBackend:
                 )
             return self._problem("uint8-input", node, input=uint8_in[0])
         out8 = [o for o in node.output if o and _dtype(facts, o) == "UINT8" and o not in facts.graph_outputs]
-        if out8 and node.op_type != "Constant":
+        if out8 and node.op_type not in UINT8_OUTPUT_OK_OPS:
             return self._problem("uint8-intermediate", node, output=out8[0])
         return None
 
@@ -757,25 +810,40 @@ class TensorRTStaticBackend:
                     "parser itself does not refuse the opset number)",
                 )
             )
-        check = self._by_id.get("input-dtype")
-        profile = self._by_id.get("dynamic-input-without-profile")
-        dynamic = [x for x in facts.graph_inputs if facts.info(x).is_dynamic and facts.info(x).shape is not None]
-        if profile and dynamic and depth is not Stage.PARSE:
-            x = dynamic[0]
-            values = {"input": x, "shape": facts.info(x).shape_str()}
-            w = profile.words_for(self.version)
-            out.append(
-                Message(
-                    "error",
-                    words=_fill(w.template, values, strict=True) if w else "",
-                    explanation=_fill(profile.explanation, values, strict=False),
-                    code=profile.code,
-                    stage=Stage.BUILD,
-                    words_from=w.source if w else "",
+        kinds = {vi.name: vi.type.WhichOneof("value") for vi in model.graph.input}
+        needs_profile = []
+        for x in facts.graph_inputs:
+            info = facts.info(x)
+            if kinds.get(x) == "tensor_type" and info.shape is not None and info.is_dynamic:
+                needs_profile.append((x, f"has dynamic dims {info.shape_str()}"))
+            elif _dtype(facts, x) in ("INT32", "INT64") and any(
+                _input(n, k) == x
+                for n in facts.consumers_of(x)
+                for k in SHAPE_TENSOR_INPUTS.get(n.op_type, ())
+            ):
+                needs_profile.append(
+                    (x, f"is a shape tensor (read as the shape by {facts.consumers_of(x)[0].op_type})")
                 )
-            )
+        if needs_profile and depth is not Stage.PARSE:
+            x, why = needs_profile[0]
+            out.append(self._message("dynamic-input-without-profile", Stage.BUILD, input=x, why=why))
+        for t in model.graph.initializer:
+            if t.data_type in (TensorProto.INT4, TensorProto.UINT4, TensorProto.FLOAT4E2M1):
+                count = int(np.prod(t.dims)) if t.dims else 1
+                if count % 2:
+                    out.append(
+                        self._message("four-bit-odd-initializer", Stage.PARSE, input=t.name, count=count)
+                    )
         for x in facts.graph_inputs:
             info, dtype = facts.info(x), _dtype(facts, x)
+            kind = kinds.get(x)
+            if kind != "tensor_type":
+                out.append(
+                    self._message(
+                        "input-dtype", Stage.PARSE, input=x, dtype=f"a {kind.removesuffix('_type')}"
+                    )
+                )
+                continue
             if info.shape is None:
                 out.append(
                     Message(
@@ -784,19 +852,26 @@ class TensorRTStaticBackend:
                         "so nodes that need a rank fail (TensorRT-RTX 1.7.1)",
                     )
                 )
-            elif check and dtype and dtype not in self.types:
-                values = {"input": x, "dtype": dtype, "version": self.version}
-                w = check.words_for(self.version)
-                out.append(
-                    Message(
-                        "error",
-                        words=_fill(w.template, values, strict=True) if w else "",
-                        explanation=_fill(check.explanation, values, strict=False),
-                        code=check.code,
-                        words_from=w.source if w else "",
-                    )
-                )
-        return out
+            elif dtype and dtype not in self.types:
+                out.append(self._message("input-dtype", Stage.PARSE, input=x, dtype=dtype))
+        return [m for m in out if m is not None]
+
+    def _message(self, check_id: str, stage: Stage, **values) -> Message | None:
+        """A model-level error of a check record, in the parser's words where they are known."""
+        check = self._by_id.get(check_id)
+        if check is None:
+            return None
+        values = {"version": self.version, **values}
+        w = check.words_for(self.version)
+        words = _fill(w.template, values, strict=True) if w else ""
+        return Message(
+            "error",
+            words=words,
+            explanation=_fill(check.explanation, values, strict=False),
+            code=check.code,
+            stage=stage,
+            words_from=w.source if w and words else "",
+        )
 
     def check(self, model: ModelProto, base_dir: str | None = None, depth: Stage = Stage.PARSE) -> Report:
         t0 = time.perf_counter()

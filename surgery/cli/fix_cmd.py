@@ -67,35 +67,6 @@ def _verdict_lines(reports) -> list[str]:
     return lines
 
 
-def _why_not(model, reports, rules, targets) -> list[str]:
-    """For each node still refused: the rules meant for that refusal (`answers`) for these targets, and why
-    each did not apply there (the tracer's nearest miss); or that no rule answers it."""
-    from surgery.backends.base import Status
-    from surgery.rulebook import applies_to, explain
-
-    lines, seen = [], set()
-    for r in reports:
-        for v in r.verdicts:
-            if v.status is Status.SUPPORTED or v.index < 0 or v.node in seen:
-                continue
-            seen.add(v.node)
-            meant = [rule for rule in rules.values() if rule.answers and rule.answers_verdict(v)]
-            meant = [rule for rule in meant if applies_to(rule, [r.backend])]
-            near = []  # rules for this op type whose other conditions fail: the tracer's nearest misses
-            for rule in meant:
-                trace = explain(model, rule, v.node)
-                if trace and trace[0].startswith("✓"):
-                    failed = [x[2:] for x in trace if x.startswith("✗")]
-                    if failed:
-                        near.append(f"  {rule.id} does not match {v.op_type} '{v.node}': {'; '.join(failed)}")
-            if near:
-                lines += near
-            else:
-                what = ", ".join([*v.checks, v.code] if v.checks else [v.code or v.status.value])
-                lines.append(f"  no rule answers {v.op_type} '{v.node}' ({what}) for {r.backend}")
-    return lines
-
-
 def _shapes(specs: list[str]) -> dict[str, list[int]]:
     shapes = {}
     for spec in specs:
@@ -113,6 +84,7 @@ def run(args) -> int:
     from surgery.model import load_model
     from surgery.rulebook import RuleError, applies_to, load_rules, run_rules, verify_result
     from surgery.rulebook.loader import default_dirs
+    from surgery.rulebook.tracer import unrepaired
     from surgery.workspace import Workspace
 
     if not args.dry_run and not args.output:
@@ -175,8 +147,8 @@ def run(args) -> int:
     after = check_model(ws.current, targets, base, depth=args.depth)
     print(f"after ({len(applied)} step(s)):")
     print("\n".join(_verdict_lines(after)))
-    for line in _why_not(ws.current, after, {r.id: r for r in rules}, targets):
-        print(line)
+    for _, line in unrepaired(ws.current, after, rules):
+        print(f"  {line}")
     overall = verify_result(ws, applied)
     if overall is not None:
         print(f"original vs fixed: {overall.summary()}")

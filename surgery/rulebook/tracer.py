@@ -31,3 +31,34 @@ def explain(
         return [*head, f"✗ no node '{node_key}' in the model. Note: node keys look like: {sample}"]
     node = ctx.facts.node(node_key)
     return head + [("✓ " if ok else "✗ ") + reason for ok, reason in explain_node(ctx, rule, node)]
+
+
+def unrepaired(model: ModelProto, reports: list, rules: list[Rule]) -> list[tuple[str, str]]:
+    """For each node still refused (or unknown) after `fix`: (node key, one line) — the nearest misses of the
+    rules meant for that refusal (`answers`) and for that node's op type, condition by condition; or that no
+    rule answers it. Shared by `fix` and bench/repair_rate.py."""
+    from surgery.backends.base import Status
+    from surgery.rulebook.engine import applies_to
+
+    ctx = Context(model)
+    out, seen = [], set()
+    for r in reports:
+        for v in r.verdicts:
+            if v.status is Status.SUPPORTED or v.index < 0 or v.node in seen:
+                continue
+            seen.add(v.node)
+            near = []
+            for rule in rules:
+                if not (rule.answers and rule.answers_verdict(v) and applies_to(rule, [r.backend])):
+                    continue
+                trace = explain(model, rule, v.node, ctx)
+                if trace and trace[0].startswith("✓"):  # the rule is for this op type: a near miss
+                    failed = [x[2:] for x in trace if x.startswith("✗")]
+                    if failed:
+                        near.append(f"{rule.id} does not match {v.op_type} '{v.node}': {'; '.join(failed)}")
+            if near:
+                out += [(v.node, line) for line in near]
+            else:
+                what = ", ".join([*v.checks, v.code] if v.checks else [v.code or v.status.value])
+                out.append((v.node, f"no rule answers {v.op_type} '{v.node}' ({what}) for {r.backend}"))
+    return out

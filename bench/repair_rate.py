@@ -1,0 +1,186 @@
+"""How many real models does `fix` repair? For every corpus model (bench/corpus/build.py) and every target: the
+verdict before, the steps `fix` applies, the verdict after, the verification of the fixed model against the
+original, and for every model still refused the tracer's one-line reason no rule applies.
+
+    python bench/repair_rate.py [--targets tensorrt tensorrt-static@8.2 ...] [--families ocr vad ...]
+                                [--split tune|holdout|all] [--limit N] [--timeout 300] [--json FILE] [--table]
+
+The rate per target counts the models the target rejects before `fix` (outcome "rejects") and, separately, those
+without string, sequence or optional tensors (what TensorRT could take at all): repaired = the target accepts
+the fixed model and the verification did not fail. Checks run at depth parse (every backend's parser /
+importer / frontend; `check --depth build` is measured by bench/check_vs_build.py). Each model runs under a time
+limit; a model that runs out is reported as such.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+CORPUS = Path(os.environ.get("ONNX_SURGERY_CORPUS", "~/.cache/onnx-surgery/corpus")).expanduser()
+TARGETS = [
+    "tensorrt",
+    "tensorrt-static@8.2",
+    "tensorrt-static@8.6",
+    "tensorrt-static@10.15",
+    "onnxruntime",
+    "openvino",
+    "tvm",
+]
+
+
+class OutOfTime(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise OutOfTime()
+
+
+def repair(path: Path, target: str, rules, max_steps: int) -> dict:
+    """One model, one target: before, steps, after, verification, why still refused."""
+    from surgery.backends.base import Outcome
+    from surgery.diagnose import check_one
+    from surgery.model import load_model
+    from surgery.rulebook import applies_to, run_rules, verify_result
+    from surgery.rulebook.tracer import unrepaired
+    from surgery.workspace import Workspace
+
+    model = load_model(path)
+    ws = Workspace(model)
+    base = model.base_dir
+    before = check_one(ws.current, target, base, depth="parse")
+    row = {"target": target, "before": before.outcome.value, "before_reasons": before.reasons()[:2]}
+    if before.outcome is not Outcome.REJECTS:
+        return row
+    active = [r for r in rules if applies_to(r, [target])]
+    applied, refused = run_rules(ws, active, [target], max_steps)
+    after = check_one(ws.current, target, base, depth="parse")
+    overall = verify_result(ws, applied)
+    row.update(
+        steps=[f"{a.proposal.rule.id} on {a.proposal.op_type} '{a.proposal.node}'" for a in applied],
+        after=after.outcome.value,
+        verification=None if overall is None else overall.status,
+        verification_line=None if overall is None else overall.summary(),
+        worst=None if overall is None else list(overall.worst()),
+        not_applied=refused[:3],
+        why=[line for _, line in unrepaired(ws.current, [after], rules)][:3],
+    )
+    return row
+
+
+def _flags(record: dict) -> bool:
+    return bool(record.get("has_strings") or record.get("has_sequences_or_optionals"))
+
+
+def main() -> None:
+    from surgery.backends.probe import use_disk_cache
+    from surgery.rulebook import load_rules
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--targets", nargs="*", default=TARGETS)
+    ap.add_argument("--families", nargs="*", default=None)
+    ap.add_argument("--split", choices=["tune", "holdout", "all"], default="all")
+    ap.add_argument("--limit", type=int, default=0)
+    ap.add_argument("--timeout", type=float, default=300, help="seconds per model and target")
+    ap.add_argument("--max-steps", type=int, default=100)
+    ap.add_argument("--json", help="write every row here")
+    ap.add_argument("--table", action="store_true", help="print the per-model table too")
+    args = ap.parse_args()
+    use_disk_cache()
+    manifest = json.loads((CORPUS / "manifest.json").read_text())
+    records = [
+        r
+        for r in (manifest["models"] if isinstance(manifest, dict) else manifest)
+        if (args.families is None or r["family"] in args.families)
+        and (args.split == "all" or r["split"] == args.split)
+    ]
+    if args.limit:
+        records = records[: args.limit]
+    rules = load_rules()
+    signal.signal(signal.SIGALRM, _alarm)
+    rows = []
+    t0 = time.perf_counter()
+    for k, rec in enumerate(records):
+        for target in args.targets:
+            start = time.perf_counter()
+            signal.setitimer(signal.ITIMER_REAL, args.timeout)
+            try:
+                row = repair(CORPUS / rec["path"], target, rules, args.max_steps)
+            except OutOfTime:
+                row = {"target": target, "before": "out of time", "error": f"over {args.timeout:.0f} s"}
+            except Exception as exc:  # a model this tool refuses: the row says so, the run goes on
+                row = {"target": target, "before": "error", "error": f"{type(exc).__name__}: {exc}"[:300]}
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            row.update(
+                model=rec["id"],
+                family=rec["family"],
+                split=rec["split"],
+                strings=_flags(rec),
+                seconds=round(time.perf_counter() - start, 2),
+            )
+            rows.append(row)
+        print(f"  {k + 1}/{len(records)} models ({time.perf_counter() - t0:.0f} s)", flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    report(rows, args.table)
+
+
+def _repaired(row: dict) -> bool:
+    return row.get("after") == "accepts" and row.get("verification") != "failed"
+
+
+def report(rows: list[dict], table: bool) -> None:
+    print(
+        "\n| target | models | accepted before | rejected before | repaired | rate | rejected, no strings/"
+        "sequences | repaired | rate | cannot confirm | errors |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    by = defaultdict(list)
+    for r in rows:
+        by[r["target"]].append(r)
+    for target, rs in by.items():
+        rej = [r for r in rs if r["before"] == "rejects"]
+        plain = [r for r in rej if not r["strings"]]
+        fixed, fixed_plain = sum(map(_repaired, rej)), sum(map(_repaired, plain))
+        c = Counter(r["before"] for r in rs)
+        print(
+            f"| {target} | {len(rs)} | {c['accepts']} | {len(rej)} | {fixed} | {fixed / max(len(rej), 1):.0%} | "
+            f"{len(plain)} | {fixed_plain} | {fixed_plain / max(len(plain), 1):.0%} | {c['cannot confirm']} | "
+            f"{c['error'] + c['out of time']} |"
+        )
+    why = Counter()
+    for r in rows:
+        if r.get("before") == "rejects" and not _repaired(r):
+            for line in r.get("why", [])[:1]:
+                why[
+                    (r["target"], line.split(" '")[0] if line.startswith("no rule") else line.split(":")[0])
+                ] += 1
+    print("\nstill refused after fix, by first reason (target, reason): count")
+    for (target, reason), n in why.most_common(40):
+        print(f"  {target}: {reason}: {n}")
+    if table:
+        print("\n| model | family | target | before | steps | after | verification | still refused because |")
+        print("|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            if r["before"] in ("accepts", "unavailable"):
+                continue
+            print(
+                f"| {r['model']} | {r['family']} | {r['target']} | {r['before']} | {len(r.get('steps', []))} | "
+                f"{r.get('after', '')} | {r.get('verification') or ''} | "
+                f"{(r.get('why') or [r.get('error', '')])[0][:140] if r.get('after') != 'accepts' else ''} |"
+            )
+
+
+if __name__ == "__main__":
+    main()
