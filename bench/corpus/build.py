@@ -309,7 +309,8 @@ def from_venv(name: str, families: set[str] | None) -> list[dict]:
     if families is not None:
         cmd += ["--only", *sorted(families)]
     log(f"[{name}] {' '.join(cmd)}")
-    subprocess.run(cmd, check=True)
+    # A fixed hash seed: converters that build opset imports from sets then write them in one order.
+    subprocess.run(cmd, check=True, env={**os.environ, "PYTHONHASHSEED": "0"})
     out = []
     for c in json.loads(listing.read_text()):
         if "path" in c:
@@ -419,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
     manifest_path = CACHE / "manifest.json"
     old = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
     if args.list:
-        _summary(old.get("models", []))
+        _summary(old.get("models", []), by_package=True)
         return 0
 
     sources, families = list(SOURCES), None
@@ -529,14 +530,26 @@ def _source_of(record: dict) -> str:
     return "torch" if s.startswith(("export:torch", "quantize:", "optimize:")) else "ml"
 
 
-def _summary(models: list[dict]) -> None:
-    fams: dict[str, list[int]] = {}
+def _package_of(record: dict) -> str:
+    """'rapidocr-onnxruntime==1.3.24' from a pypi source, 'skl2onnx==1.20.0' from an export, and so on."""
+    s = record["source"]
+    if s.startswith("pypi:"):
+        return s.split(":")[1]
+    return s.split(":", 1)[1].split()[0]
+
+
+def _summary(models: list[dict], by_package: bool = False) -> None:
+    groups: dict[str, list[int]] = {}
     for m in models:
-        c = fams.setdefault(m["family"], [0, 0])
+        c = groups.setdefault(m["family"], [0, 0])
         c[0] += 1
         c[1] += m["bytes"]
-    for fam, (n, b) in sorted(fams.items()):
-        log(f"  {fam:16s} {n:5d} models {b / 1e6:9.1f} MB")
+        if by_package:
+            c = groups.setdefault(f"  {m['family']} <- {_package_of(m)}", [0, 0])
+            c[0] += 1
+            c[1] += m["bytes"]
+    for name, (n, b) in sorted(groups.items(), key=lambda kv: kv[0].strip().split(" <- ")):
+        log(f"  {name:60s} {n:5d} models {b / 1e6:9.1f} MB")
 
 
 if __name__ == "__main__":

@@ -331,9 +331,10 @@ def _mltools(model, n_features: int, zipmap: bool = True):
     from onnxmltools.convert.common.data_types import FloatTensorType
 
     types = [("input", FloatTensorType([None, n_features]))]
+    name = type(model).__name__  # else the graph is named by a random uuid
     if type(model).__module__.startswith("lightgbm"):
-        return convert_lightgbm(model, initial_types=types, target_opset=15, zipmap=zipmap)
-    return convert_xgboost(model, initial_types=types, target_opset=15)
+        return convert_lightgbm(model, name=name, initial_types=types, target_opset=15, zipmap=zipmap)
+    return convert_xgboost(model, name=name, initial_types=types, target_opset=15)
 
 
 def lgbm_classifier():
