@@ -170,7 +170,7 @@ class GraphFacts:
                 if t is not None and node.output:
                     tensors.setdefault(node.output[0], TensorInfo(node.output[0], t.data_type, tuple(t.dims)))
         order = _toposort(graph, producer)
-        constant = _constant_tensors(graph, order, inits)
+        constant = _constant_tensors(graph, order, inits, model.ir_version)
         funcs = {(f.domain, f.name): f for f in model.functions}
         return cls(
             model,
@@ -310,9 +310,12 @@ def _toposort(graph: onnx.GraphProto, producer: dict[str, int]) -> list[int]:
     return order
 
 
-def _constant_tensors(graph: onnx.GraphProto, order: list[int], inits: dict[str, TensorProto]) -> set[str]:
-    real_inputs = {vi.name for vi in graph.input}
-    # an initializer that is also a graph input can be overridden at run time: not a constant
+def _constant_tensors(
+    graph: onnx.GraphProto, order: list[int], inits: dict[str, TensorProto], ir_version: int = 4
+) -> set[str]:
+    # From IR 4 on, an initializer that is also a graph input is a default the caller may override at run time:
+    # not a constant. Before IR 4 every initializer had to be listed as an input too, so they all are constants.
+    real_inputs = {vi.name for vi in graph.input} if ir_version >= 4 else set()
     constant = {name for name in inits if name not in real_inputs}
     for i in order:
         node = graph.node[i]

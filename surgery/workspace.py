@@ -46,18 +46,37 @@ class Step:
         return cls(d["fix"], dict(d.get("params") or {}), d.get("rule"), d.get("note", ""))
 
     def describe(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
+        """One line: the primitive and its parameters, long lists shortened, a batch as its first entry."""
         who = f" [rule {self.rule}]" if self.rule else ""
-        return f"{self.fix}({args}){who}"
+        each = self.params.get("each") if set(self.params) == {"each"} else None
+        if each is not None:
+            first = _args(each[0]) if each else ""
+            more = f" and {len(each) - 1} more" if len(each) > 1 else ""
+            return f"{self.fix}({first}){more}{who}"
+        return f"{self.fix}({_args(self.params)}){who}"
+
+
+def _args(params: dict[str, Any]) -> str:
+    def short(v: Any) -> str:
+        if isinstance(v, list) and len(v) > 4:
+            return f"[{', '.join(map(repr, v[:3]))}, ... {len(v)} in all]"
+        return repr(v)
+
+    return ", ".join(f"{k}={short(v)}" for k, v in params.items())
 
 
 def apply_step(proto: ModelProto, step: Step, base_dir: Path | None = None) -> ModelProto:
-    """Apply one step to a copy of `proto`. Primitives are pure; this never mutates `proto`."""
+    """Apply one step to a copy of `proto`. Primitives are pure; this never mutates `proto`. A step whose params
+    are {"each": [params, ...]} applies its primitive once per entry, in order (a rule applied to every node it
+    matched: one recipe entry, one verification)."""
     fix = get_fix(step.fix)
-    params = dict(step.params)
-    if "base_dir" in fix.params and base_dir is not None:
-        params.setdefault("base_dir", str(base_dir))
-    out = fix(proto, **params)
+    batch = step.params.get("each") if set(step.params) == {"each"} else None
+    out = proto
+    for one in batch if batch is not None else [step.params]:
+        params = dict(one)
+        if "base_dir" in fix.params and base_dir is not None:
+            params.setdefault("base_dir", str(base_dir))
+        out = fix(out, **params)
     if out is proto:
         out = ModelProto()
         out.CopyFrom(proto)

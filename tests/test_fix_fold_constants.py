@@ -7,6 +7,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from surgery.fixes import FixError, get_fix
+from surgery.fixes.fold_constants import fold_constants
 from surgery.graph import GraphFacts
 from surgery.samples import build
 from surgery.verify import verify
@@ -203,3 +204,27 @@ def test_untyped_intermediates_still_fold():
     facts = GraphFacts.of(model, infer=False)
     values = mod._evaluate(model, facts, ["b"], {}, None)
     assert values["b"].dtype == np.int32 and values["b"].tolist() == [0, 2, 4]
+
+
+def test_max_bytes_refuses_before_computing_and_names_the_node():
+    #   s=[64,64,3,3] -> ConstantOfShape -> w (147 KiB of float32) -> Conv(x, w) -> y
+    import onnx.parser
+
+    model = onnx.parser.parse_model(
+        """<ir_version: 8, opset_import: ["" : 13]>
+        g (float[1,64,8,8] x) => (float[1,64,6,6] y) <int64[4] s = {64, 64, 3, 3}> {
+          [w] w = ConstantOfShape <value = float[1] {0.5}> (s)
+          [conv] y = Conv (x, w)
+        }"""
+    )
+    before = model.SerializeToString()
+    with pytest.raises(
+        FixError,
+        match=r"folding 'w' \(read by Conv 'conv'\) would make a constant of 147,456 bytes, over max_bytes=1,000",
+    ):
+        fold_constants(model, tensors=["w"], max_bytes=1000)
+    assert model.SerializeToString() == before  # the model is untouched
+    out = fold_constants(model, tensors=["w"], max_bytes=147_456)
+    assert [n.op_type for n in out.graph.node] == ["Conv"] and out.graph.initializer[-1].name == "w"
+    with pytest.raises(FixError, match="max_bytes must be a number of bytes"):
+        fold_constants(model, tensors=["w"], max_bytes="lots")

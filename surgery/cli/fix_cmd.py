@@ -126,11 +126,8 @@ def run(args) -> int:
 
     def log(done):
         p = done.proposal
-        args = ", ".join(f"{k}={v!r}" for k, v in p.step.params.items())
-        print(
-            f"  {len(ws.recipe)}. applied {p.rule.id} on {p.op_type} '{p.node}' [{p.safety}]: {p.step.fix}({args})"
-        )
-        print(f"     {done.verification.summary()}")
+        print(f"  {len(ws.recipe)}. applied {p.rule.id} on {p.where()} [{p.safety}]: {p.step.describe()}")
+        print(f"     {done.verification.summary() if done.verification else 'not verified'}")
 
     def not_accepted(model) -> set[str]:
         from surgery.backends.base import Status

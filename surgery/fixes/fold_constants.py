@@ -23,7 +23,8 @@ STANDARD = ("", "ai.onnx")
 def _foldable(model: ModelProto, facts: GraphFacts) -> tuple[set[str], dict[str, np.ndarray]]:
     """Foldable tensors, and the values of Shape/Size outputs known from static shapes."""
     graph = model.graph
-    inputs = {vi.name for vi in graph.input}
+    # before IR 4 every initializer is also listed as an input: they are constants all the same
+    inputs = {vi.name for vi in graph.input} if model.ir_version >= 4 else set()
     const = {name for name in facts.initializers if name not in inputs}
     known: dict[str, np.ndarray] = {}
     partial: dict[str, list[int | None]] = {}  # Shape outputs of tensors with some dynamic dims
@@ -245,8 +246,13 @@ def _remove_dead(graph: onnx.GraphProto, removable: set[int]) -> None:
         _keep_nodes(graph, keep)
     read = {o.name for o in graph.output} | {x for n in graph.node for x in _inputs(n)}
     unused = [k for k, t in enumerate(graph.initializer) if t.name not in read]
+    gone = {graph.initializer[k].name for k in unused}
     for k in reversed(unused):
         del graph.initializer[k]
+    # before IR 4 initializers are listed as graph inputs too: an initializer that goes takes its input along
+    stale = [k for k, vi in enumerate(graph.input) if vi.name in gone and vi.name not in read]
+    for k in reversed(stale):
+        del graph.input[k]
 
 
 @register(
@@ -258,19 +264,24 @@ def _remove_dead(graph: onnx.GraphProto, removable: set[int]) -> None:
         "initializer, nothing else changes (default: the whole graph)",
         "size_threshold": "int, bytes: a folded value larger than this is not materialised; its producers "
         "stay (default: no limit)",
+        "max_bytes": "int, bytes: refuse (FixError naming the tensor and its reader) when a value to fold is "
+        "larger than this, before computing it where its shape is known (default: no limit)",
         "inline_if": "bool: replace an If whose condition folds by the nodes of the branch that runs, "
         "names prefixed with the If's name (default true; whole-graph mode only)",
         "base_dir": "str: folder of the model's external data, read only for folded tensors (the "
         "workspace sets it)",
     },
 )
-def fold_constants(model: ModelProto, tensors=None, size_threshold=None, inline_if=True, base_dir=None):
+def fold_constants(
+    model: ModelProto, tensors=None, size_threshold=None, inline_if=True, base_dir=None, max_bytes=None
+):
     out = ModelProto()
     out.CopyFrom(model)
+    limit = _check_limit(max_bytes)
     # a round can expose more: an inlined If's branch, or a Shape whose input became static once a computed
     # Reshape target folded. Without Shape, Size or If left, one round is the fixpoint.
     for _ in range(8):
-        changed = _fold_once(out, tensors, size_threshold, inline_if, base_dir)
+        changed = _fold_once(out, tensors, size_threshold, inline_if, base_dir, limit)
         if not changed or tensors is not None:
             break
         if not any(n.op_type in ("Shape", "Size", "If") and not n.domain for n in out.graph.node):
@@ -325,7 +336,23 @@ def _facts(model: ModelProto) -> GraphFacts:
 _INFER_KEEP_ELEMENTS = 4096  # initializers up to this size keep their values for inference (shape arithmetic)
 
 
-def _fold_once(model: ModelProto, tensors, size_threshold, inline_if, base_dir) -> bool:
+def _check_limit(max_bytes) -> int | None:
+    if max_bytes is None:
+        return None
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
+        raise FixError(f"max_bytes must be a number of bytes (an integer >= 0), got {max_bytes!r}")
+    return max_bytes
+
+
+def _too_big(facts: GraphFacts, tensor: str, nbytes: int, limit: int) -> FixError:
+    readers = ", ".join(f"{n.op_type} '{n.name}'" for n in facts.consumers_of(tensor)[:2]) or "a graph output"
+    return FixError(
+        f"folding '{tensor}' (read by {readers}) would make a constant of {nbytes:,} bytes, over max_bytes="
+        f"{limit:,}. Note: raise max_bytes, or keep the tensor computed"
+    )
+
+
+def _fold_once(model: ModelProto, tensors, size_threshold, inline_if, base_dir, limit=None) -> bool:
     graph = model.graph
     facts = _facts(model)
     const, known = _foldable(model, facts)
@@ -368,7 +395,19 @@ def _fold_once(model: ModelProto, tensors, size_threshold, inline_if, base_dir) 
     eval_targets = list(dict.fromkeys(targets + cond_targets))
     if not eval_targets and not ifs:
         return False
+    if limit is not None:  # refuse before computing what the shapes already show is too big
+        for t in targets:
+            info = facts.info(t)
+            numel = info.numel()
+            if numel is not None and info.dtype:
+                nbytes = numel * helper.tensor_dtype_to_np_dtype(info.dtype).itemsize
+                if nbytes > limit:
+                    raise _too_big(facts, t, nbytes, limit)
     values = _evaluate(model, facts, eval_targets, known, base_dir) if eval_targets else {}
+    if limit is not None:
+        for t in targets:
+            if np.asarray(values[t]).nbytes > limit:
+                raise _too_big(facts, t, int(np.asarray(values[t]).nbytes), limit)
     branches = []  # (the If's outputs, which branch runs)
     for i in ifs:
         cond_name = graph.node[i].input[0]

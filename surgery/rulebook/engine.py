@@ -44,15 +44,23 @@ class Proposal:
     """A rule matching one node: the concrete step it would apply, in words, with its safety class."""
 
     rule: Rule
-    node: str  # node key
+    node: str  # node key (the first one, for a batch)
     op_type: str
     step: Step | None  # None when the rule needs a value the user has not given
     description: str
     safety: str
     needs: str | None = None
+    nodes: tuple[str, ...] = ()  # a batch: every node key the step acts on
+
+    def where(self) -> str:
+        """'Resize '/up/Resize'' or '121 Conv nodes ('n0', 'n8', ...)'."""
+        if len(self.nodes) > 1:
+            names = ", ".join(f"'{k}'" for k in self.nodes[:3]) + (", ..." if len(self.nodes) > 3 else "")
+            return f"{len(self.nodes)} {self.op_type} nodes ({names})"
+        return f"{self.op_type} '{self.node}'"
 
     def __str__(self) -> str:
-        return f"{self.rule.id} on {self.op_type} '{self.node}' [{self.safety}]: {self.description}"
+        return f"{self.rule.id} on {self.where()} [{self.safety}]: {self.description}"
 
 
 @dataclass
@@ -64,7 +72,7 @@ class Applied:
 
     def summary(self) -> str:
         checked = self.verification.summary() if self.verification else "not verified (verify=False)"
-        return f"{self.proposal.rule.id} on {self.proposal.op_type} '{self.proposal.node}': {checked}"
+        return f"{self.proposal.rule.id} on {self.proposal.where()}: {checked}"
 
 
 def applies_to(rule: Rule, targets: list[str] | None) -> bool:
@@ -254,6 +262,39 @@ def verify_result(workspace: Workspace, applied: list[Applied]) -> VerifyReport 
     )
 
 
+def batch(proposals: list[Proposal], index: dict[str, int]) -> Proposal:
+    """The proposals of one rule on several nodes as one step: one recipe entry, one verification. Folds merge
+    into one call (their `tensors` lists); other primitives get an `each` step, applied from the last node in
+    the graph to the first so that index-based node keys (Op#12) stay valid while nodes are replaced."""
+    if len(proposals) == 1:
+        return proposals[0]
+    first = proposals[0]
+    steps = [p.step for p in proposals]
+    rest = [{k: v for k, v in s.params.items() if k != "tensors"} for s in steps]
+    if (
+        first.step.fix == "fold_constants"
+        and all("tensors" in s.params for s in steps)
+        and all(r == rest[0] for r in rest)
+    ):
+        tensors = list(dict.fromkeys(t for s in steps for t in s.params["tensors"]))
+        params = {**rest[0], "tensors": tensors}
+    else:
+        ordered = sorted(proposals, key=lambda p: -index.get(p.node, -1))
+        params = {"each": [p.step.params for p in ordered]}
+    step = Step(first.step.fix, params, rule=first.rule.id, note=first.rule.title)
+    ops = {p.op_type for p in proposals}
+    what = first.rule.what.split(". ")[0].rstrip(".")
+    return Proposal(
+        first.rule,
+        first.node,
+        first.op_type if len(ops) == 1 else "/".join(sorted(ops)),
+        step,
+        f"{what} — {step.describe()}",
+        first.safety,
+        nodes=tuple(p.node for p in proposals),
+    )
+
+
 def run_rules(
     workspace: Workspace,
     rules: list[Rule],
@@ -265,9 +306,11 @@ def run_rules(
     only=None,
     log=None,
 ) -> tuple[list[Applied], list[str]]:
-    """Apply matching rules until nothing changes: each round proposes on the current model and applies the
-    first proposal that changes it (node keys can move after a change, so matching starts again). A step that
-    brings back an earlier model (two rules undoing each other) is undone; at most `max_rounds` steps.
+    """Apply matching rules until nothing changes. Each round proposes on the current model and applies the
+    first rule that matches, on every node it matches at once (one step, one verification: see `batch`); a
+    batch that fails verification is halved until the node that breaks it is found and refused, the rest is
+    proposed again. Node keys can move after a change, so matching starts again each round. A step that brings
+    back an earlier model (two rules undoing each other) is undone; at most `max_rounds` steps.
     `only(model) -> node keys` limits the rules to those nodes (e.g. the nodes a target rejects).
     Returns what was applied and what was not (with the reason)."""
     applied: list[Applied] = []
@@ -279,48 +322,64 @@ def run_rules(
         if line not in refused:
             refused.append(line)
 
+    def attempt(group: list[Proposal], index: dict[str, int]) -> Applied | None:
+        """Apply the group as one step; on failure, halve it (the second half is proposed again next round)."""
+        proposal = batch(group, index)
+        try:
+            return apply(workspace, proposal, verify)
+        except FixError as exc:
+            if len(group) == 1:
+                refuse(f"{proposal.rule.id} on '{proposal.node}': {exc}")
+                return None
+        except Exception as exc:  # a primitive's bug must not lose the steps already made
+            if len(group) == 1:
+                refuse(
+                    f"{proposal.rule.id} on '{proposal.node}': the fix failed: {type(exc).__name__}: {exc}"
+                )
+                return None
+        return attempt(group[: len(group) // 2], index)
+
     for _ in range(max_rounds):
-        progress = False
         state = workspace.fingerprint()
         eligible = only(workspace.current) if only else None
-        for proposal in propose(workspace.current, rules, targets, values):
+        ctx = Context(workspace.current)
+        ready = []
+        for proposal in propose(workspace.current, rules, targets, values, ctx=ctx):
             if eligible is not None and proposal.node not in eligible:
                 continue
-            key = (state, proposal.rule.id, proposal.node)
-            if key in tried:
+            if (state, proposal.rule.id, proposal.node) in tried:
                 continue
-            tried.add(key)
             if proposal.step is None:
+                tried.add((state, proposal.rule.id, proposal.node))
                 refuse(
                     f"{proposal.rule.id} on '{proposal.node}': {NeedsValue(proposal.rule.id, proposal.needs)}"
                 )
                 continue
-            try:
-                done = apply(workspace, proposal, verify)
-            except FixError as exc:
-                refuse(f"{proposal.rule.id} on '{proposal.node}': {exc}")
-                continue
-            except Exception as exc:  # a primitive's bug must not lose the steps already made
+            ready.append(proposal)
+        if not ready:
+            break
+        group = [p for p in ready if p.rule.id == ready[0].rule.id]
+        done = attempt(group, ctx.facts.index)
+        tried.update(
+            (state, p.rule.id, p.node) for p in group if done is None or p.node in done.proposal.nodes
+        )
+        if done is None:
+            continue
+        tried.update(
+            (state, done.proposal.rule.id, k) for k in (done.proposal.nodes or (done.proposal.node,))
+        )
+        now = workspace.fingerprint()
+        if now in seen:  # no change, or back to an earlier model: a loop
+            _drop_last(workspace)
+            if now != state:
                 refuse(
-                    f"{proposal.rule.id} on '{proposal.node}': the fix failed: {type(exc).__name__}: {exc}"
+                    f"{done.proposal.rule.id} on '{done.proposal.node}': would bring back an earlier model (loop)"
                 )
-                continue
-            now = workspace.fingerprint()
-            if now in seen:  # no change, or back to an earlier model: a loop
-                _drop_last(workspace)
-                if now != state:
-                    refuse(
-                        f"{proposal.rule.id} on '{proposal.node}': would bring back an earlier model (loop)"
-                    )
-                continue
-            seen.add(now)
-            applied.append(done)
-            if log:
-                log(done)
-            progress = True
-            break
-        if not progress:
-            break
+            continue
+        seen.add(now)
+        applied.append(done)
+        if log:
+            log(done)
     else:
         refuse(f"stopped after {max_rounds} steps; rules may still match. Note: raise max_rounds")
     return applied, refused
