@@ -78,7 +78,7 @@ def test_an_exact_rule_that_changes_results_is_undone_with_the_numbers():
 def test_run_rules_reaches_a_fixpoint_and_stops():
     ws = Workspace.open(onnx.parser.parse_model(TWO_DOWNSCALES).SerializeToString())
     applied, refused = run_rules(ws, [RULES["resize-antialias-off"]], ["tensorrt-static@10.15"])
-    assert [a.proposal.node for a in applied] == ["down1", "down2"] and refused == []
+    assert [a.proposal.nodes for a in applied] == [("down1", "down2")] and refused == []  # one batched step
     assert run_rules(ws, [RULES["resize-antialias-off"]], ["tensorrt-static@10.15"]) == ([], [])
 
 
@@ -194,3 +194,66 @@ def test_any_input_names_the_input_that_matched_and_asks_per_input():
     assert p.step.params == {"shapes": {"x": [3, 4]}}
     (p,) = propose(model, [rule], values={"shape": {"image": [3, 4]}})
     assert p.step is None and p.needs == "shape of x"
+
+
+# x -> Abs -> LeakyRelu "a" (inputs >= 0: alpha does not matter)
+#   -> LeakyRelu "b" (inputs of both signs: alpha matters)
+#   -> Abs -> LeakyRelu "c" (inputs >= 0)
+THREE_LEAKY = """\
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[64] x) => (float[64] ya, float[64] yb, float[64] yc) {
+  p = Abs (x)
+  [a] ya = LeakyRelu <alpha = 0.01> (p)
+  [b] yb = LeakyRelu <alpha = 0.01> (x)
+  q = Abs (x)
+  [c] yc = LeakyRelu <alpha = 0.01> (q)
+}
+"""
+ALPHA = load_rule_text(
+    """\
+id: leaky-alpha
+title: t
+what: w
+why: y
+match: {op: LeakyRelu, attrs: {alpha: {ne: 0.5}}}
+fix: {primitive: set_attribute, params: {node: $node, name: alpha, value: 0.5}}
+safety: exact
+""",
+    "leaky-alpha.yaml",
+)
+
+
+def test_a_rule_on_many_nodes_is_one_step_and_a_failing_batch_is_halved_to_the_node_that_breaks_it():
+    ws = Workspace.open(onnx.parser.parse_model(THREE_LEAKY).SerializeToString())
+    applied, refused = run_rules(ws, [ALPHA], None)
+    changed = {k for a in applied for k in (a.proposal.nodes or (a.proposal.node,))}
+    assert changed == {"a", "c"}  # 'b' changes the numbers: an exact rule may not touch it
+    assert any(
+        line.startswith("leaky-alpha on 'b': leaky-alpha: an exact fix changed the results")
+        for line in refused
+    )
+    assert len(ws.recipe) < 3 or all(a.verification.ok for a in applied)
+    replay = Workspace.open(onnx.parser.parse_model(THREE_LEAKY).SerializeToString())
+    for step in ws.recipe:
+        replay.apply(step)
+    assert replay.fingerprint() == ws.fingerprint()  # the recipe replays bit for bit
+
+
+def test_a_batch_of_folds_is_one_fold_call_and_replays():
+    #   three Convs whose weights come from ConstantOfShape: one step folds all three weight tensors
+    model = onnx.parser.parse_model(
+        """<ir_version: 8, opset_import: ["" : 13]>
+        g (float[1,2,5,5] x) => (float[1,2,5,5] y) <int64[4] s = {2, 2, 1, 1}> {
+          w1 = ConstantOfShape <value = float[1] {0.5}> (s)
+          w2 = ConstantOfShape <value = float[1] {0.25}> (s)
+          w3 = ConstantOfShape <value = float[1] {2.0}> (s)
+          [c1] h1 = Conv (x, w1)
+          [c2] h2 = Conv (h1, w2)
+          [c3] y = Conv (h2, w3)
+        }"""
+    )
+    ws = Workspace.open(model.SerializeToString())
+    applied, _ = run_rules(ws, [RULES["fold-computed-weights"]], ["tensorrt-static@8.2"])
+    assert len(applied) == 1 and applied[0].proposal.nodes == ("c1", "c2", "c3")
+    assert ws.recipe[0].params["tensors"] == ["w1", "w2", "w3"] and applied[0].verification.ok
+    assert [n.op_type for n in ws.current.graph.node] == ["Conv", "Conv", "Conv"]

@@ -322,21 +322,21 @@ def run_rules(
         if line not in refused:
             refused.append(line)
 
-    def attempt(group: list[Proposal], index: dict[str, int]) -> Applied | None:
-        """Apply the group as one step; on failure, halve it (the second half is proposed again next round)."""
+    def attempt(group: list[Proposal], index: dict[str, int]) -> tuple[Applied | None, list[Proposal]]:
+        """Apply the group as one step; on failure, halve it until the node that breaks it is refused (the rest
+        is proposed again next round). Returns what was applied and the proposals refused."""
         proposal = batch(group, index)
         try:
-            return apply(workspace, proposal, verify)
+            return apply(workspace, proposal, verify), []
         except FixError as exc:
             if len(group) == 1:
                 refuse(f"{proposal.rule.id} on '{proposal.node}': {exc}")
-                return None
+                return None, group
         except Exception as exc:  # a primitive's bug must not lose the steps already made
             if len(group) == 1:
-                refuse(
-                    f"{proposal.rule.id} on '{proposal.node}': the fix failed: {type(exc).__name__}: {exc}"
-                )
-                return None
+                error = f"{type(exc).__name__}: {exc}"
+                refuse(f"{proposal.rule.id} on '{proposal.node}': the fix failed: {error}")
+                return None, group
         return attempt(group[: len(group) // 2], index)
 
     for _ in range(max_rounds):
@@ -359,15 +359,10 @@ def run_rules(
         if not ready:
             break
         group = [p for p in ready if p.rule.id == ready[0].rule.id]
-        done = attempt(group, ctx.facts.index)
-        tried.update(
-            (state, p.rule.id, p.node) for p in group if done is None or p.node in done.proposal.nodes
-        )
+        done, failed = attempt(group, ctx.facts.index)
+        tried.update((state, p.rule.id, p.node) for p in failed)
         if done is None:
             continue
-        tried.update(
-            (state, done.proposal.rule.id, k) for k in (done.proposal.nodes or (done.proposal.node,))
-        )
         now = workspace.fingerprint()
         if now in seen:  # no change, or back to an earlier model: a loop
             _drop_last(workspace)
