@@ -1,5 +1,6 @@
 """The graph view: a Streamlit v2 component (no build step) drawing with vis-network, inlined from the pyvis
-package (never a CDN). Positions come from surgery.view; a click on a node reaches Python as `selected`."""
+package (never a CDN), and app/static/graph.js (edges along the layout's routes, tooltips, minimap, first view,
+keys). Positions come from surgery.view; a click on a node reaches Python as `selected`."""
 
 from __future__ import annotations
 
@@ -8,70 +9,40 @@ from pathlib import Path
 
 import streamlit as st
 
-HTML = '<div class="graph-root"><div class="graph-canvas" data-testid="graph-canvas"></div></div>'
+STATIC = Path(__file__).resolve().parent / "static"
+HTML = """<div class="graph-root" data-testid="graph-root">
+<div class="graph-canvas" data-testid="graph-canvas"></div>
+<div class="graph-tools" role="toolbar" aria-label="graph view">
+<button type="button" data-act="fit" title="show the whole graph (f)">Fit</button>
+<button type="button" data-act="real" title="labels at their real size">1:1</button>
+<button type="button" data-act="out" title="zoom out (-, or Ctrl + wheel)">−</button>
+<button type="button" data-act="in" title="zoom in (+, or Ctrl + wheel)">+</button>
+<span class="graph-zoom"></span>
+<button type="button" data-act="shapes" aria-pressed="true" title="tensor dtypes and shapes on edges">Shapes</button>
+</div>
+<canvas class="graph-minimap" width="190" height="130" title="overview: click or drag to move"></canvas>
+<div class="graph-tooltip" role="tooltip"></div>
+<div class="graph-hint">wheel: scroll · Ctrl+wheel: zoom · drag: pan · n / p: next / previous rejected</div>
+</div>"""
 CSS = """
-.graph-root { border: 1px solid #d5dbe1; border-radius: 6px; background: #fbfcfd; }
-.graph-canvas { width: 100%; height: 640px; }
-"""
-# A click sends {ref, at}: `at` changes on every click, so clicking the same node again still reaches Python.
-JS_BODY = """
-export default function(component) {
-  const { data, setStateValue, parentElement } = component;
-  const el = parentElement.querySelector('.graph-canvas');
-  if (!data || !el) return;
-  // Styles live in vis-network groups (one per kind and status), so a node is only id, label, place, group:
-  // 10k nodes parse and draw without 10k option objects.
-  const groups = {};
-  const refs = new Map();
-  const nodes = data.nodes.map(n => {
-    const g = n.kind + ':' + n.status + ':' + n.color;
-    if (!groups[g]) {
-      const onColor = (n.kind === 'op' || n.kind === 'group') && (n.status === 'supported' || n.status === 'rejected');
-      groups[g] = {
-        shape: n.shape, size: n.size,
-        color: { background: n.color, border: '#5b6875',
-                 highlight: { background: n.color, border: '#123f8c' }, hover: { background: n.color, border: '#123f8c' } },
-        font: { size: n.kind === 'constant' ? 9 : n.kind === 'input' ? 10 : 13, color: onColor ? '#ffffff' : '#1d2733' },
-      };
-    }
-    refs.set(n.id, n.ref);
-    const node = { id: n.id, label: n.label, title: n.title, x: n.x, y: n.y, group: g };
-    if (n.ref && n.ref === data.selected) {
-      node.borderWidth = 3;
-      node.shapeProperties = { borderDashes: [6, 3] };
-      node.color = { background: n.color, border: '#123f8c', highlight: { background: n.color, border: '#123f8c' },
-                     hover: { background: n.color, border: '#123f8c' } };
-    }
-    return node;
-  });
-  const edges = data.edges.map((e, i) => ({ id: i, from: e.from, to: e.to }));
-  const network = new globalThis.vis.Network(el,
-    { nodes: new globalThis.vis.DataSet(nodes), edges: new globalThis.vis.DataSet(edges) },
-    { physics: false, layout: { improvedLayout: false }, groups: groups,
-      edges: { smooth: false, color: { color: '#9aa5b1', highlight: '#123f8c' }, width: 1,
-               arrows: { to: { enabled: true, scaleFactor: 0.6 } } },
-      interaction: { hover: nodes.length < 5000, hideEdgesOnDrag: true, hideEdgesOnZoom: nodes.length > 2000,
-                     tooltipDelay: 150, keyboard: false },
-      nodes: { margin: 8, borderWidth: 1, borderWidthSelected: 3 } });
-  el.setAttribute('data-node-count', String(nodes.length));
-  el.setAttribute('data-selected', data.selected || '');
-  globalThis.__onnxSurgeryNetwork = network;
-  network.once('afterDrawing', () => { el.setAttribute('data-drawn', '1'); });
-  requestAnimationFrame(() => el.setAttribute('data-drawn', '1'));
-  const chosen = data.nodes.filter(n => n.ref && n.ref === data.selected).map(n => n.id);
-  if (chosen.length) network.selectNodes(chosen, false);
-  if (chosen.length && nodes.length > 60) {
-    network.focus(chosen[0], { scale: 0.9 });
-  } else {
-    network.fit({ maxZoomLevel: 1.1 });
-  }
-  network.on('click', (params) => {
-    if (!params.nodes || !params.nodes.length) return;
-    const ref = refs.get(params.nodes[0]);
-    if (ref) setStateValue('selected', { ref: ref, at: Date.now() });
-  });
-  return () => network.destroy();
-}
+.graph-root { position: relative; border: 1px solid #d5dbe1; border-radius: 6px; background: #fbfcfd;
+  height: 640px; overflow: hidden; outline: none; }
+.graph-root:focus-visible { border-color: #1f5fbf; }
+.graph-canvas { position: absolute; inset: 0; }
+.graph-tools { position: absolute; top: 8px; left: 8px; display: flex; gap: 4px; align-items: center;
+  font: 12px sans-serif; }
+.graph-tools button { font: 12px sans-serif; padding: 3px 8px; border: 1px solid #c3ccd6; border-radius: 4px;
+  background: #ffffffee; color: #1d2733; cursor: pointer; }
+.graph-tools button:hover { border-color: #1f5fbf; color: #1f5fbf; }
+.graph-tools button[aria-pressed="true"] { background: #e7effb; border-color: #1f5fbf; }
+.graph-zoom { min-width: 3.2em; text-align: center; color: #55606c; }
+.graph-minimap { position: absolute; right: 8px; bottom: 8px; border: 1px solid #c3ccd6; border-radius: 4px;
+  background: #fff; cursor: pointer; }
+.graph-tooltip { position: absolute; display: none; z-index: 5; max-width: 560px; padding: 6px 9px;
+  background: #1d2733f2; color: #f4f6f8; border-radius: 5px; font: 12px/1.45 ui-monospace, monospace;
+  white-space: pre-wrap; word-break: break-all; pointer-events: none; box-shadow: 0 2px 8px #0003; }
+.graph-hint { position: absolute; left: 8px; bottom: 6px; font: 11px sans-serif; color: #8a95a1;
+  pointer-events: none; }
 """
 
 
@@ -85,9 +56,17 @@ def _vis_source() -> str:
 
 
 @cache
+def js_body() -> str:
+    return (STATIC / "graph.js").read_text()
+
+
+JS_BODY = js_body()  # the benchmark draws with exactly this
+
+
+@cache
 def _component():
     return st.components.v2.component(
-        "onnx_surgery_graph", html=HTML, css=CSS, js=_vis_source() + "\n" + JS_BODY
+        "onnx_surgery_graph", html=HTML, css=CSS, js=_vis_source() + "\n" + js_body()
     )
 
 

@@ -10,6 +10,13 @@ STYLE = """<style>
 </style>"""
 
 
+def _open_upload() -> None:
+    """The uploader's callback: a chosen file opens at once (a bad one leaves the open model and says why)."""
+    up = adapter.state().get("upload")
+    if up is not None:
+        adapter.open_bytes(up.getvalue(), up.name)
+
+
 def render() -> None:
     adapter.ensure_state()
     s = adapter.state()
@@ -21,13 +28,13 @@ def render() -> None:
         if sample != "—" and st.button("Open sample", key="open_sample"):
             adapter.open_sample(sample)
             st.rerun()
-        up = st.file_uploader("Upload an .onnx file", type=["onnx"], key="upload")
-        if (
-            up is not None
-            and st.button("Open upload", key="open_upload")
-            and adapter.open_bytes(up.getvalue(), up.name)
-        ):
-            st.rerun()
+        st.file_uploader(
+            "Upload an .onnx file",
+            type=["onnx"],
+            key="upload",
+            on_change=_open_upload,
+            help="the model opens as soon as the file is chosen",
+        )
         if adapter.models_dir() is not None:
             path = st.text_input(f"Path under {adapter.models_dir()}", key="server_path")
             if path and st.button("Open path", key="open_path") and adapter.open_path(path):

@@ -47,12 +47,14 @@ def layered(
     edges: list[tuple[str, str]],
     *,
     engine: str = "auto",
+    anchors: set[str] | None = None,
     gap_x: float = 28,
     gap_y: float = 46,
 ) -> Layout:
     """Lay out the boxes `sizes` (id -> (width, height), in the order of a topological sort where there is one)
     joined by `edges`. `engine`: "auto" (dot where installed and small enough, else builtin), "dot" or
-    "builtin"."""
+    "builtin". `anchors`: the boxes that start the graph (its inputs); the rest of what has no input is
+    placed next to its readers."""
     t = time.perf_counter()
     edges = [(a, b) for a, b in edges if a in sizes and b in sizes and a != b]
     out = None
@@ -63,7 +65,7 @@ def layered(
             if engine == "dot":
                 raise
     if out is None:
-        out = _builtin(sizes, edges, gap_x, gap_y)
+        out = _builtin(sizes, edges, gap_x, gap_y, anchors)
     out.seconds = time.perf_counter() - t
     return out
 
@@ -71,16 +73,39 @@ def layered(
 # -- builtin ---------------------------------------------------------------------------------------------------
 
 
-def _layers(ids: list[str], succ: dict[str, list[str]], pred: dict[str, list[str]]) -> dict[str, int]:
-    """Longest path from the sources, then every node with no predecessor moved down to just above its
-    first reader (a constant sits beside what reads it, not at the top of the graph)."""
+def _layers(
+    ids: list[str], succ: dict[str, list[str]], pred: dict[str, list[str]], anchors: set[str] | None
+) -> dict[str, int]:
+    """Longest path from the `anchors` (the graph's inputs; all sources when None); everything not reachable
+    from them (constants, and what is computed from constants only) as late as its readers allow, so that a
+    weight sits just above what reads it, not at the top of the graph."""
+    if anchors:
+        reach = set()
+        stack = [v for v in ids if v in anchors]
+        while stack:
+            v = stack.pop()
+            if v not in reach:
+                reach.add(v)
+                stack.extend(succ[v])
+    else:
+        reach = {v for v in ids if not pred[v]}
+        stack = list(reach)
+        while stack:
+            v = stack.pop()
+            for s in succ[v]:
+                if s not in reach:
+                    reach.add(s)
+                    stack.append(s)
+        reach -= {v for v in ids if not pred[v] and succ[v]}  # lone sources still sit by their readers
     layer: dict[str, int] = {}
     for v in ids:  # ids are in topological order
-        layer[v] = 1 + max((layer[p] for p in pred[v] if p in layer), default=-1)
+        if v in reach:
+            layer[v] = 1 + max((layer[p] for p in pred[v] if p in reach), default=-1)
     for v in reversed(ids):
-        if not pred[v] and succ[v]:
-            layer[v] = max(layer[v], min(layer[s] for s in succ[v]) - 1)
-    return layer
+        if v not in reach:
+            layer[v] = min((layer[s] for s in succ[v]), default=0) - 1 if succ[v] else 0
+    low = min(layer.values(), default=0)
+    return {v: d - low for v, d in layer.items()}
 
 
 def _isotonic(want: list[float], widths: list[float], gap: float) -> list[float]:
@@ -104,7 +129,7 @@ def _isotonic(want: list[float], widths: list[float], gap: float) -> list[float]
     return [y + o for y, o in zip(out, offset)]
 
 
-def _builtin(sizes, edges, gap_x, gap_y) -> Layout:
+def _builtin(sizes, edges, gap_x, gap_y, anchors=None) -> Layout:
     ids = list(sizes)
     rank = {v: i for i, v in enumerate(ids)}
     succ: dict[str, list[str]] = defaultdict(list)
@@ -114,7 +139,7 @@ def _builtin(sizes, edges, gap_x, gap_y) -> Layout:
             a, b = b, a
         succ[a].append(b)
         pred[b].append(a)
-    layer = _layers(ids, succ, pred)
+    layer = _layers(ids, succ, pred, anchors)
     # long edges become chains of dummy nodes, one per layer crossed
     width = {v: sizes[v][0] for v in ids}
     chains: list[list[str]] = []

@@ -518,7 +518,8 @@ def _draw(
     everything = sorted(units + extra, key=lambda n: (n.order, rank[n.kind]))
     sizes = {n.id: (n.w, n.h) for n in everything}
     edge_list = list(edges)
-    lay = layered(sizes, edge_list, engine=engine)
+    anchors = {n.id for n in everything if n.kind == "input"}
+    lay = layered(sizes, edge_list, engine=engine, anchors=anchors)
     for n in everything:
         n.x, n.y = lay.pos[n.id]
     view.nodes = everything
@@ -568,7 +569,7 @@ def structure(
                 )
             else:
                 view = _draw(facts, inside, siblings, engine=engine)
-                view.note = f"{scope_label(scope)}: {len(members)} of {n_total} nodes, opened in place"
+                view.note = f"{len(members)} of {n_total} nodes: {scope_label(scope)}, opened in place"
             view.opened = scope
             return view
         if len(members) > collapse_over:

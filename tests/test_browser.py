@@ -97,7 +97,7 @@ def page(server):
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        pg = browser.new_page(viewport={"width": 1500, "height": 1000}, accept_downloads=True)
+        pg = browser.new_page(viewport={"width": 1600, "height": 1000}, accept_downloads=True)
         pg.set_default_timeout(90_000)  # 2 shared cores in CI: a rerun can take a while
         pg.goto(server)
         pg.wait_for_selector('[data-testid="stApp"]', timeout=60_000)
@@ -184,6 +184,7 @@ def test_the_classic_resize_journey(page, tmp_path):
     settle(page)
     assert wait_color(page, "/up/Resize", GREEN) == GREEN
 
+    settle(page)
     with page.expect_download() as dl:
         page.locator(".st-key-download_model button").click()
     path = tmp_path / "fixed.onnx"
@@ -201,6 +202,110 @@ def test_a_bad_upload_shows_the_one_line_message(page, tmp_path):
     bad = tmp_path / "broken.onnx"
     bad.write_bytes(b"\x00\x01\x02 not an onnx file")
     page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(bad))
-    page.locator(".st-key-open_upload button").click()
     page.get_by_text("broken.onnx: not an ONNX model").first.wait_for(timeout=30_000)
     assert "Traceback" not in page.inner_text("body")
+
+
+# -- the graph at real size ----------------------------------------------------------------------------------
+
+
+def generated(blocks: int, flat: bool = False, custom_in: str | None = None) -> onnx.ModelProto:
+    """`blocks` blocks of Relu -> Add(const) -> Mul (4 nodes each, scoped /stageS/blockB/ unless `flat`); the
+    Relu of block `custom_in` becomes a custom op that every target rejects."""
+    from onnx import helper
+    from test_view import scoped_chain
+
+    model = scoped_chain(blocks, flat=flat)
+    if custom_in:
+        node = next(n for n in model.graph.node if n.name == custom_in)
+        node.op_type, node.domain = "FancyAct", "com.example"
+        model.opset_import.append(helper.make_opsetid("com.example", 1))
+    return model
+
+
+def upload(page, model, path):
+    """Choose a file in the sidebar's uploader: the model opens without another click."""
+    onnx.save(model, path)
+    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(path))
+    page.locator(".wb-title b", has_text=path.name).wait_for()
+    settle(page)
+    page.wait_for_function(
+        "(name) => { const g = globalThis.__onnxSurgeryGraph; return g && g.el.isConnected &&"
+        " g.data.nodes.length > 0 && document.querySelector('.wb-title b').textContent === name; }",
+        arg=path.name,
+    )
+
+
+def graph_state(page, expr):
+    return page.evaluate(f"() => {{ const g = globalThis.__onnxSurgeryGraph; return {expr}; }}")
+
+
+def hover_node(page, node_id):
+    """Move the mouse over a node where it is drawn now (no zooming or panning first)."""
+    page.locator(".graph-root").scroll_into_view_if_needed()
+    box = page.locator(".graph-canvas").bounding_box()
+    pos = page.evaluate(
+        "(id) => { const net = globalThis.__onnxSurgeryNetwork;"
+        " return net.canvasToDOM(net.getPositions([id])[id]); }",
+        node_id,
+    )
+    assert 0 < pos["x"] < box["width"] and 0 < pos["y"] < box["height"], f"{node_id} is not in view"
+    page.mouse.move(box["x"] + pos["x"] - 3, box["y"] + pos["y"] - 2)
+    page.mouse.move(box["x"] + pos["x"], box["y"] + pos["y"])
+
+
+@pytest.mark.parametrize("flat", [False, True], ids=["with scopes", "without scopes"])
+def test_a_600_node_model_opens_readable_with_tooltips(page, tmp_path, flat):
+    model = generated(150, flat=flat, custom_in=None if flat else "/stage9/block4/Relu")
+    upload(page, model, tmp_path / ("flat600.onnx" if flat else "scoped600.onnx"))
+    canvas = page.locator(".graph-canvas")
+    assert int(canvas.get_attribute("data-node-count")) > 600  # drawn whole, not collapsed
+    # the canvas takes the page's height; labels are readable at the default zoom (scale x the op font)
+    assert canvas.bounding_box()["height"] >= 600
+    label_px = graph_state(page, "g.network.getScale() * g.network.body.nodes[g.order[0]].options.font.size")
+    assert label_px >= 11, label_px
+    assert float(canvas.get_attribute("data-label-px")) >= 11
+    # centred on the first rejected node, else on the graph's inputs (the top of the graph)
+    first = "/stage9/block4/Relu" if not flat else "n0_Relu"
+    hover_node(page, first)
+    tip = page.locator(".graph-tooltip")
+    tip.wait_for(state="visible", timeout=10_000)
+    text = tip.inner_text()
+    assert ("FancyAct" if not flat else "Relu") in text and first in text
+    if not flat:  # every target's verdict in one line, the backend's words as its words
+        assert "rejected at parse — parser says: “" in text and "onnxruntime" in text
+    # a node's output: its dtype and shape
+    after = "/stage9/block3/Add" if not flat else "n0_Add"
+    hover_node(page, after)
+    page.locator(".graph-tooltip", has_text=after).wait_for(state="visible", timeout=10_000)
+    text = tip.inner_text()
+    assert "Add" in text and "outputs:" in text
+    assert text.split("outputs:")[1].splitlines()[1].strip().endswith("float [1, 4]"), text
+    # edges carry the inferred shape
+    assert graph_state(page, "g.edges.some(e => e.label === '1×4')")
+
+
+def test_a_collapsed_group_shows_its_name_and_rejected_count_and_opens_in_one_click(page, tmp_path):
+    model = generated(500, custom_in="/stage7/block2/Relu")  # 2000 nodes: opens collapsed
+    upload(page, model, tmp_path / "big2000.onnx")
+    group = graph_state(page, "g.byId.get('group:/stage7')")
+    assert group["label"].splitlines()[0] == "/stage7"
+    assert group["label"].splitlines()[1].startswith("40 nodes · ")
+    assert group["badge"] == "1 rejected" and group["status"] == "rejected"
+    label_px = graph_state(page, "g.network.getScale() * 14")
+    assert label_px >= 11, label_px
+    # the first view is centred on the rejected group: one click anywhere on it opens it in place
+    box = page.locator(".graph-canvas").bounding_box()
+    pos = page.evaluate(
+        "() => { const net = globalThis.__onnxSurgeryNetwork; const n = globalThis.__onnxSurgeryGraph"
+        ".byId.get('group:/stage7'); return net.canvasToDOM({x: n.x + n.w / 2 - 12, y: n.y + n.h / 2 - 6}); }"
+    )
+    assert 0 < pos["x"] < box["width"] and 0 < pos["y"] < box["height"]
+    page.mouse.click(box["x"] + pos["x"], box["y"] + pos["y"])
+    page.wait_for_function(
+        "() => { const g = globalThis.__onnxSurgeryGraph; return g && g.byId.has('/stage7/block2/FancyAct'.replace('FancyAct','Relu')); }",
+        timeout=60_000,
+    )
+    settle(page)
+    assert graph_state(page, "g.byId.has('group:/stage6') && g.byId.has('group:/stage8')")  # opened in place
+    page.get_by_role("button", name="Whole graph").wait_for()

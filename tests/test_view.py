@@ -95,8 +95,11 @@ def test_constants_and_a_shared_input_are_drawn_small_beside_each_consumer():
 def test_a_big_graph_opens_collapsed_by_scope_and_drills_down_to_its_nodes():
     model = scoped_chain(200)  # 800 nodes, scopes /stage0 .. /stage19
     view = build_view(model, collapse_over=300)
-    assert view.collapsed and len(view.nodes) == 20
-    assert view.nodes[0].id == "group:/stage0" and "40 nodes" in view.nodes[0].label
+    groups = [n for n in view.nodes if n.kind == "group"]
+    assert view.collapsed and len(groups) == 20
+    assert groups[0].id == "group:/stage0" and groups[0].label.splitlines()[0] == "/stage0"
+    assert groups[0].label.splitlines()[1] == "40 nodes · Relu 10, Constant 10, Add 10"  # count and top ops
+    assert {n.kind for n in view.nodes} == {"group", "input", "output"}
     assert ("group:/stage0", "group:/stage1") in view.edges
     inner = build_view(model, scope="/stage3", collapse_over=300)
     assert not inner.collapsed
@@ -112,12 +115,12 @@ def test_groups_carry_the_worst_verdict_and_the_rejected_count():
     verdicts["/stage7/block2/Add"] = _verdict("/stage7/block2/Add", Status.REJECTED)
     verdicts["/stage9/block0/Mul"] = _verdict("/stage9/block0/Mul", Status.UNKNOWN)
     view = build_view(model, verdicts, facts=facts, collapse_over=300)
-    status = {n.id: n.status for n in view.nodes}
-    assert status["group:/stage7"] == "rejected" and "1 rejected" in next(
-        n.label for n in view.nodes if n.id == "group:/stage7"
-    )
-    assert status["group:/stage9"] == "unknown"
-    assert status["group:/stage0"] == "supported"
+    by_id = {n.id: n for n in view.nodes}
+    assert by_id["group:/stage7"].status == "rejected" and by_id["group:/stage7"].badge == "1 rejected"
+    assert by_id["group:/stage9"].status == "unknown" and by_id["group:/stage9"].badge == "1 unknown"
+    assert by_id["group:/stage0"].status == "supported" and by_id["group:/stage0"].badge == ""
+    assert by_id["group:/stage7"].color == COLORS["rejected"]
+    assert view.start == "group:/stage7"  # the first view is centred on the first rejected group
 
 
 def test_too_many_scopes_become_ranges_and_flat_names_still_collapse():
@@ -132,7 +135,10 @@ def test_too_many_scopes_become_ranges_and_flat_names_still_collapse():
     assert sorted(scope_members(facts, first)) == sorted(members)
     flat = scoped_chain(600, flat=True)
     view = build_view(flat, collapse_over=500)
-    assert view.collapsed and 6 <= len(view.nodes) <= 60
+    groups = [n for n in view.nodes if n.kind == "group"]
+    assert view.collapsed and 6 <= len(groups) <= 60
+    # no scopes to name them by: each group says where it is in the topological order and what it holds
+    assert groups[0].label.startswith("nodes 1–") and "nodes · Relu" in groups[0].label
 
 
 def test_focus_window_holds_the_nodes_within_n_hops():

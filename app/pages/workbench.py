@@ -6,9 +6,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # app/: adapter, sidebar, graph_component
 
 
+import html  # noqa: E402
 import json  # noqa: E402
 
 import adapter  # noqa: E402
+import graph_view  # noqa: E402
 import numpy as np  # noqa: E402
 import sidebar  # noqa: E402
 import streamlit as st  # noqa: E402
@@ -16,7 +18,23 @@ from graph_component import graph  # noqa: E402
 from onnx import helper  # noqa: E402
 from verdicts import md_escape, show_report_banner, show_verdict  # noqa: E402
 
-from surgery.view import COLORS, LEGEND, constant_value, next_rejected, scope_label, search  # noqa: E402
+from surgery.view import (  # noqa: E402
+    COLORS,
+    LEGEND,
+    constant_value,
+    next_rejected,
+    previous_rejected,
+    scope_label,
+    search,
+    status_of,
+)
+
+STYLE = """<style>
+.wb-title { font-size: 1.15rem; margin: -0.4rem 0 -0.2rem 0; }
+.wb-title span { font-size: 0.8rem; color: #6b7785; margin-left: 0.4rem; }
+.wb-legend { font-size: 0.82rem; color: #55606c; text-align: right; white-space: nowrap; overflow: hidden;
+  text-overflow: ellipsis; }
+</style>"""
 
 sidebar.render()
 
@@ -32,44 +50,68 @@ def select(key: str | None) -> None:
     s.selected = key
 
 
-st.markdown(
-    f"### {s.model_name} <span style='font-size:0.6em;color:#6b7785'>{n_nodes} nodes</span>",
-    unsafe_allow_html=True,
-)
-left, right = st.columns([3, 2], gap="medium")
+def search_enter() -> None:
+    """Enter in the search box selects the first match."""
+    hits = search(adapter.facts(), s.get("search") or "")
+    if hits:
+        s.selected = hits[0]
+        s._last_pick = hits[0]
+
+
+st.markdown(STYLE, unsafe_allow_html=True)
+left, right = st.columns([2.6, 1], gap="small")
 
 with left:
+    st.markdown(
+        f"<div class='wb-title'><b>{html.escape(s.model_name)}</b> <span>{n_nodes:,} nodes</span></div>",
+        unsafe_allow_html=True,
+    )
     if not s.targets:
         st.info("Pick one or more targets in the sidebar to see what each backend rejects.")
-    top = st.columns([2, 3, 1.3])
-    color_by = top[0].selectbox("Colour by", [r.backend for r in reports] or ["(no target)"], key="color_by")
+    top = st.columns([1.5, 2.4, 0.5, 0.5, 1.05, 0.7], vertical_alignment="bottom")
+    color_by = top[0].selectbox(
+        "Colour by",
+        [r.backend for r in reports] or ["(no target)"],
+        key="color_by",
+        help="which target's verdicts colour the graph",
+    )
     report = next((r for r in reports if r.backend == color_by), None)
     verdicts = report.by_node() if report else {}
-    query = top[1].text_input("Search by name or op", key="search", placeholder="e.g. Resize or /up/")
+    query = top[1].text_input(
+        "Search by name or op",
+        key="search",
+        placeholder="name or op, Enter selects the first match",
+        on_change=search_enter,
+    )
+    prv = previous_rejected(verdicts, facts, s.selected)
     nxt = next_rejected(verdicts, facts, s.selected)
     top[2].button(
-        "Next rejected",
+        "",
+        key="prev_rejected",
+        icon=":material/arrow_back:",
+        disabled=prv is None,
+        on_click=select,
+        args=(prv,),
+        help="select the previous node this target rejects (key p in the graph)",
+        width="stretch",
+    )
+    top[3].button(
+        "",
         key="next_rejected",
+        icon=":material/arrow_forward:",
         disabled=nxt is None,
         on_click=select,
         args=(nxt,),
-        help="select the next node this target rejects",
+        help="select the next node this target rejects (key n in the graph)",
         width="stretch",
     )
-    if query:
-        hits = search(facts, query)
-        if hits:
-            pick = st.selectbox(
-                f"{len(hits)} match(es) — pick one to select it", hits, index=None, key="search_hit"
-            )
-            if pick and pick != s.selected and pick != s.get("_last_pick"):
-                s._last_pick = pick
-                s.selected = pick
-        else:
-            st.caption(f"no node name or op contains “{query}”")
-    ctl = st.columns([1.25, 0.9, 3.8])
-    focus = ctl[0].toggle("Focus", key="focus", value=n_nodes > 400)
-    hops = ctl[1].number_input(
+    focus = top[4].toggle(
+        "Focus",
+        key="focus",
+        value=False,
+        help="draw only the nodes within the given number of hops of the selected one",
+    )
+    hops = top[5].number_input(
         "Hops",
         1,
         20,
@@ -79,32 +121,67 @@ with left:
         disabled=not focus,
         help="with Focus on, only the nodes within this many hops of the selected one are drawn",
     )
-    view = adapter.view(report, s.selected if focus and s.selected in facts.index else None, int(hops))
+    if query:
+        hits = search(facts, query)
+        if hits:
+            pick = st.selectbox(
+                f"{len(hits)} match(es) — pick one to select it",
+                hits,
+                index=None,
+                key="search_hit",
+            )
+            if pick and pick != s.selected and pick != s.get("_last_pick"):
+                s._last_pick = pick
+                s.selected = pick
+            rows = [
+                f"{md_escape(ws.current.graph.node[facts.index[k]].op_type)} · {md_escape(k)} · "
+                f"{status_of(verdicts.get(k)) if report else 'not checked'}"
+                for k in hits[:6]
+            ]
+            st.caption("  \n".join(rows) + ("  \n…" if len(hits) > 6 else ""))
+        else:
+            st.caption(f"no node name or op contains “{md_escape(query)}”")
+    view = graph_view.view(
+        report, reports, s.selected if focus and s.selected in facts.index else None, int(hops)
+    )
     counts = view.counts()
     legend = " &nbsp; ".join(
-        f"<span style='color:{COLORS[name]};font-size:1.2em'>■</span> {name}"
+        f"<span style='color:{COLORS[name]};font-size:1.15em'>■</span> {name}"
         + (f" ({counts[name]})" if counts.get(name) else "")
         for name, _ in LEGEND
     )
-    ctl[2].markdown(
-        f"<div style='text-align:right;padding-top:0.45em;font-size:0.9em;white-space:nowrap'>{legend}</div>",
-        unsafe_allow_html=True,
-    )
     scopes = s.get("scopes") or []
-    if scopes:
-        nav = st.columns([1, 1.4, 4])
-        nav[0].button("Up", key="scope_up", on_click=adapter.leave_scope, icon=":material/arrow_upward:")
-        nav[1].button("Whole graph", key="unscope", on_click=adapter.leave_scope, args=(True,))
-        nav[2].caption(" › ".join(scope_label(x) for x in scopes))
+    if scopes and not focus:
+        crumbs = st.columns([0.5, 1.1, *([1.6] * min(len(scopes), 3)), 2], vertical_alignment="center")
+        crumbs[0].button(
+            "",
+            key="scope_up",
+            on_click=adapter.leave_scope,
+            icon=":material/arrow_upward:",
+            help="close the opened group",
+        )
+        crumbs[1].button("Whole graph", key="unscope", on_click=adapter.leave_scope, args=(True,))
+        shown = list(enumerate(scopes, 1))[-3:]
+        for col, (depth, sc) in zip(crumbs[2:], shown):
+            col.button(
+                "› " + scope_label(sc)[-28:],
+                key=f"crumb-{depth}",
+                on_click=graph_view.go_to,
+                args=(depth,),
+                disabled=depth == len(scopes),
+                help=scope_label(sc),
+            )
+    info = st.columns([3, 2], vertical_alignment="center")
     if view.note:
-        st.caption(view.note)
+        info[0].caption(md_escape(view.note))
+    info[1].markdown(f"<div class='wb-legend'>{legend}</div>", unsafe_allow_html=True)
     result = graph(view.payload(s.selected), key=f"graph-{adapter.fingerprint()}")
     click = getattr(result, "selected", None)
     if isinstance(click, dict) and click.get("at") != s.get("_last_click_at"):
         s._last_click_at = click.get("at")
         ref = click.get("ref") or ""
         if ref.startswith("group:"):
-            adapter.enter_scope(ref[len("group:") :])
+            graph_view.open_group(view, ref[len("group:") :])
         elif ref:
             s.selected = ref
         st.rerun()

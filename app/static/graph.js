@@ -1,0 +1,454 @@
+// The graph view, drawn with vis-network (inlined before this file from the pyvis package, never a CDN).
+// Positions and edge routes come from surgery.view (Python); this file only paints and listens:
+// - nodes are vis-network nodes (style per kind and status in vis groups: 10k nodes without 10k option objects);
+// - edges are drawn here on the canvas along their routes (dot's splines or the builtin polylines), with the
+//   tensor's shape as a label, so they go around nodes as the layout planned;
+// - the first view is readable: labels at >= 11 px on screen, centred on the selected node, else the first
+//   rejected one, else the graph's inputs; Fit and the minimap give the overview;
+// - wheel scrolls, Ctrl/⌘ + wheel zooms, drag pans (as in Netron); keys: n / p next / previous rejected,
+//   f fit, + / - zoom, Esc hides the tooltip;
+// - hover shows a DOM tooltip (plain text: name, op, domain, typed inputs and outputs, every target's verdict);
+// - while the layout stays the same (same layout_id), a rerun only recolours and reselects: the viewport stays.
+export default function (component) {
+  const { data, setStateValue, parentElement } = component;
+  const root = parentElement.querySelector('.graph-root');
+  const el = parentElement.querySelector('.graph-canvas');
+  if (!data || !el || !root) return;
+  let st = el.__st;
+  if (st && st.layoutId === data.layout_id) {
+    st.send = setStateValue;
+    update(st, data);
+    return;
+  }
+  if (st) st.destroy();
+  st = el.__st = build(root, el, data, setStateValue);
+  return undefined;  // the network lives on the element: a rerun with the same layout keeps the viewport
+}
+
+const FONT = { op: 14, group: 14, constant: 11, input: 12, output: 12 };
+const ON_DARK = new Set(['supported', 'rejected']);
+const MIN_LABEL_PX = 11;
+
+function groupName(n) { return n.kind + ':' + n.status + ':' + n.color; }
+
+function groupStyle(n) {
+  const dark = (n.kind === 'op' || n.kind === 'group') && ON_DARK.has(n.status);
+  const border = n.kind === 'constant' ? '#9aa7b4' : '#4b5866';
+  return {
+    shape: 'box',
+    color: { background: n.color, border: border,
+             highlight: { background: n.color, border: '#123f8c' }, hover: { background: n.color, border: '#123f8c' } },
+    font: { size: FONT[n.kind] || 13, color: dark ? '#ffffff' : '#1d2733', face: 'arial' },
+    heightConstraint: { minimum: n.h, valign: 'middle' },
+    shapeProperties: { borderRadius: n.kind === 'input' || n.kind === 'output' ? 12 : n.kind === 'group' ? 6 : 3 },
+    borderWidth: n.kind === 'group' ? 2 : 1,
+  };
+}
+
+function build(root, el, data, send) {
+  const st = { root, el, send, layoutId: data.layout_id, data, byId: new Map(), order: [], listeners: [] };
+  fitHeight(st);
+  const groups = {};
+  const nodes = data.nodes.map((n) => {
+    const g = groupName(n);
+    if (!groups[g]) groups[g] = groupStyle(n);
+    st.byId.set(n.id, n);
+    return { id: n.id, label: n.label, x: n.x, y: n.y, group: g, widthConstraint: { minimum: n.w, maximum: n.w } };
+  });
+  st.order = data.nodes.filter((n) => n.kind === 'op' || n.kind === 'group').map((n) => n.id);
+  st.edges = data.edges.map((e) => edgeGeometry(e, data.curved));
+  st.nodes = new globalThis.vis.DataSet(nodes);
+  st.groups = groups;
+  const many = nodes.length;
+  const network = new globalThis.vis.Network(el, { nodes: st.nodes, edges: new globalThis.vis.DataSet([]) }, {
+    physics: false,
+    layout: { improvedLayout: false },
+    groups: groups,
+    interaction: { hover: many < 20000, hoverConnectedEdges: false, keyboard: false, tooltipDelay: 3600000,
+                   selectConnectedEdges: false, zoomSpeed: 0.6 },
+    nodes: { margin: { top: 4, bottom: 4, left: 8, right: 8 }, borderWidthSelected: 3 },
+  });
+  st.network = network;
+  globalThis.__onnxSurgeryNetwork = network;
+  globalThis.__onnxSurgeryGraph = st;
+  network.on('beforeDrawing', (ctx) => drawEdges(st, ctx));
+  network.on('afterDrawing', (ctx) => { drawBadges(st, ctx); drawMinimapView(st); el.setAttribute('data-drawn', '1'); });
+  network.on('zoom', () => noteScale(st));
+  network.on('dragEnd', () => noteScale(st));
+  network.on('click', (p) => {
+    hideTip(st);
+    if (!p.nodes || !p.nodes.length) return;
+    const n = st.byId.get(p.nodes[0]);
+    if (n && n.ref) st.send('selected', { ref: n.ref, at: Date.now() });
+  });
+  network.on('hoverNode', (p) => showTip(st, p.node, p.pointer.DOM));
+  network.on('blurNode', () => hideTip(st));
+  network.on('dragStart', () => hideTip(st));
+  tools(st);
+  minimap(st);
+  wheelAndKeys(st);
+  update(st, data, true);
+  initialView(st, data);
+  requestAnimationFrame(() => el.setAttribute('data-drawn', '1'));
+  st.destroy = () => {
+    for (const [target, type, fn, opts] of st.listeners) target.removeEventListener(type, fn, opts);
+    network.destroy();
+  };
+  return st;
+}
+
+function listen(st, target, type, fn, opts) {
+  target.addEventListener(type, fn, opts);
+  st.listeners.push([target, type, fn, opts]);
+}
+
+function fitHeight(st) {
+  // the canvas takes the page's height below where it starts (the graph is the main thing on the page)
+  const scroller = scrollParent(st.root);
+  const size = () => {
+    const top = st.root.getBoundingClientRect().top + (scroller ? scroller.scrollTop - scroller.getBoundingClientRect().top : window.scrollY);
+    const h = Math.max(460, window.innerHeight - top - 18);
+    st.root.style.height = h + 'px';
+  };
+  size();
+  listen(st, window, 'resize', size);
+}
+
+function scrollParent(node) {
+  // the page's scrolling element, across the component's shadow root
+  for (let n = node.parentNode || node.host; n; n = n.parentNode || n.host) {
+    if (n.nodeType !== 1) continue;
+    const oy = getComputedStyle(n).overflowY;
+    if ((oy === 'auto' || oy === 'scroll') && n.scrollHeight > n.clientHeight) return n;
+  }
+  return null;
+}
+
+function edgeGeometry(e, curved) {
+  const p = e.pts;
+  let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
+  for (let i = 0; i < p.length; i += 2) {
+    x0 = Math.min(x0, p[i]); x1 = Math.max(x1, p[i]); y0 = Math.min(y0, p[i + 1]); y1 = Math.max(y1, p[i + 1]);
+  }
+  return { from: e.from, to: e.to, pts: p, curved: curved && p.length >= 8, label: e.label || '', box: [x0, y0, x1, y1] };
+}
+
+function drawEdges(st, ctx) {
+  const net = st.network;
+  const scale = net.getScale();
+  const a = net.DOMtoCanvas({ x: 0, y: 0 });
+  const b = net.DOMtoCanvas({ x: st.el.clientWidth, y: st.el.clientHeight });
+  const sel = st.selectedIds || new Set();
+  const hot = [];
+  ctx.save();
+  ctx.lineWidth = 1.2 / Math.max(scale, 0.25);
+  ctx.strokeStyle = '#8f9aa6';
+  ctx.fillStyle = '#8f9aa6';
+  ctx.beginPath();
+  const heads = [];
+  const labels = [];
+  const seen = new Set();
+  const showLabels = st.data.shapes && scale * 10 >= 7;
+  for (const e of st.edges) {
+    if (e.box[2] < a.x || e.box[0] > b.x || e.box[3] < a.y || e.box[1] > b.y) continue;
+    if (sel.has(e.from) || sel.has(e.to)) { hot.push(e); continue; }
+    path(ctx, e);
+    heads.push(e);
+    if (showLabels && e.label && !seen.has(e.from + '|' + e.label)) { seen.add(e.from + '|' + e.label); labels.push(e); }
+  }
+  ctx.stroke();
+  for (const e of heads) arrow(ctx, e, scale);
+  if (hot.length) {
+    ctx.strokeStyle = '#1f5fbf'; ctx.fillStyle = '#1f5fbf'; ctx.lineWidth = 2.4 / Math.max(scale, 0.25);
+    ctx.beginPath();
+    for (const e of hot) path(ctx, e);
+    ctx.stroke();
+    for (const e of hot) {
+      arrow(ctx, e, scale);
+      if (showLabels && e.label && !seen.has(e.from + '|' + e.label)) { seen.add(e.from + '|' + e.label); labels.push(e); }
+    }
+  }
+  if (labels.length) {
+    ctx.font = '10px arial';
+    ctx.textBaseline = 'top';
+    for (const e of labels) {
+      const x = e.pts[0] + 4, y = e.pts[1] + 3;
+      const w = ctx.measureText(e.label).width;
+      ctx.fillStyle = 'rgba(251,252,253,0.85)';
+      ctx.fillRect(x - 1, y - 1, w + 2, 12);
+      ctx.fillStyle = '#55606c';
+      ctx.fillText(e.label, x, y);
+    }
+  }
+  ctx.restore();
+}
+
+function path(ctx, e) {
+  const p = e.pts;
+  ctx.moveTo(p[0], p[1]);
+  if (e.curved) {
+    for (let i = 2; i + 5 < p.length; i += 6) ctx.bezierCurveTo(p[i], p[i + 1], p[i + 2], p[i + 3], p[i + 4], p[i + 5]);
+  } else {
+    for (let i = 2; i < p.length; i += 2) ctx.lineTo(p[i], p[i + 1]);
+  }
+}
+
+function arrow(ctx, e, scale) {
+  const p = e.pts;  // routes end on the target's border
+  const x = p[p.length - 2], y = p[p.length - 1];
+  const px = p[p.length - 4], py = p[p.length - 3];
+  let dx = x - px, dy = y - py;
+  const len = Math.hypot(dx, dy) || 1;
+  dx /= len; dy /= len;
+  const s = 7;
+  ctx.beginPath();
+  ctx.moveTo(x, y);
+  ctx.lineTo(x - dx * s - dy * s * 0.45, y - dy * s + dx * s * 0.45);
+  ctx.lineTo(x - dx * s + dy * s * 0.45, y - dy * s - dx * s * 0.45);
+  ctx.closePath();
+  ctx.fill();
+}
+
+function drawBadges(st, ctx) {
+  const withBadge = st.data.nodes.filter((n) => n.badge);
+  if (!withBadge.length) return;
+  ctx.save();
+  ctx.font = 'bold 11px arial';
+  ctx.textBaseline = 'middle';
+  for (const n of withBadge) {
+    const w = ctx.measureText(n.badge).width + 10;
+    const x = n.x + n.w / 2 - w + 4, y = n.y - n.h / 2 - 9;
+    ctx.fillStyle = n.badge.includes('rejected') ? '#b42318' : '#a86b00';
+    ctx.beginPath();
+    if (ctx.roundRect) ctx.roundRect(x, y, w, 16, 8); else ctx.rect(x, y, w, 16);
+    ctx.fill();
+    ctx.fillStyle = '#ffffff';
+    ctx.fillText(n.badge, x + 5, y + 8.5);
+  }
+  ctx.restore();
+}
+
+function update(st, data, first) {
+  const changed = [];
+  for (const n of data.nodes) {
+    const old = st.byId.get(n.id);
+    const g = groupName(n);
+    if (!st.groups[g]) {
+      st.groups[g] = groupStyle(n);
+      st.network.setOptions({ groups: st.groups });
+    }
+    if (!first && old && groupName(old) !== g) changed.push({ id: n.id, group: g });
+    st.byId.set(n.id, n);
+  }
+  if (changed.length) st.nodes.update(changed);
+  st.data = data;
+  st.shapes = data.shapes;
+  const chosen = data.nodes.filter((n) => n.ref && n.ref === data.selected).map((n) => n.id);
+  st.selectedIds = new Set(chosen);
+  st.network.selectNodes(chosen, false);
+  st.el.setAttribute('data-node-count', String(data.nodes.length));
+  st.el.setAttribute('data-selected', data.selected || '');
+  st.el.setAttribute('data-layout', data.layout_id);
+  const btn = st.root.querySelector('[data-act="shapes"]');
+  if (btn) btn.setAttribute('aria-pressed', st.data.shapes ? 'true' : 'false');
+  st.minimapImage = null;
+  if (!first && chosen.length) keepInView(st, chosen[0]);
+  st.network.redraw();
+}
+
+function bounds(data) {
+  let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
+  for (const n of data.nodes) {
+    x0 = Math.min(x0, n.x - n.w / 2); x1 = Math.max(x1, n.x + n.w / 2);
+    y0 = Math.min(y0, n.y - n.h / 2); y1 = Math.max(y1, n.y + n.h / 2);
+  }
+  return { x0, y0, x1, y1 };
+}
+
+function readableScale() { return 1.0; }
+
+function initialView(st, data) {
+  const W = st.el.clientWidth, H = st.el.clientHeight;
+  const bb = bounds(data);
+  const fit = Math.min(W / (bb.x1 - bb.x0 + 60), H / (bb.y1 - bb.y0 + 60));
+  const minScale = MIN_LABEL_PX / 11;  // the smallest font (constants) stays >= 11 px
+  if (fit >= minScale) {
+    st.network.moveTo({ position: { x: (bb.x0 + bb.x1) / 2, y: (bb.y0 + bb.y1) / 2 }, scale: Math.min(fit, 1.25), animation: false });
+  } else {
+    const scale = readableScale();
+    const target = data.nodes.find((n) => n.ref && n.ref === data.selected) || data.nodes.find((n) => n.id === data.start);
+    if (target) {
+      st.network.moveTo({ position: { x: target.x, y: target.y }, scale, animation: false });
+    } else {  // the top of the graph: its inputs, at the top of the canvas
+      const top = data.nodes.reduce((m, n) => (n.y < m.y ? n : m), data.nodes[0]);
+      const firstRow = data.nodes.filter((n) => n.y <= top.y + 40);
+      const x = firstRow.reduce((s, n) => s + n.x, 0) / firstRow.length;
+      st.network.moveTo({ position: { x: Math.max(bb.x0 + W / 2 / scale - 20, Math.min(x, bb.x1 - W / 2 / scale + 20)), y: bb.y0 + H / 2 / scale - 24 }, scale, animation: false });
+    }
+  }
+  noteScale(st);
+}
+
+function keepInView(st, id) {
+  const n = st.byId.get(id);
+  if (!n) return;
+  const p = st.network.canvasToDOM({ x: n.x, y: n.y });
+  const W = st.el.clientWidth, H = st.el.clientHeight;
+  if (p.x < 40 || p.y < 40 || p.x > W - 40 || p.y > H - 40) {
+    st.network.moveTo({ position: { x: n.x, y: n.y }, scale: Math.max(st.network.getScale(), readableScale()), animation: false });
+  }
+  noteScale(st);
+}
+
+function noteScale(st) {
+  const s = st.network.getScale();
+  st.el.setAttribute('data-scale', s.toFixed(3));
+  st.el.setAttribute('data-label-px', (s * FONT.op).toFixed(1));
+  const z = st.root.querySelector('.graph-zoom');
+  if (z) z.textContent = Math.round(s * 100) + '%';
+}
+
+function zoomBy(st, factor, at) {
+  const net = st.network;
+  const s0 = net.getScale();
+  const s1 = Math.min(4, Math.max(0.02, s0 * factor));
+  const W = st.el.clientWidth, H = st.el.clientHeight;
+  const c = net.getViewPosition();
+  const dom = at || { x: W / 2, y: H / 2 };
+  const p = net.DOMtoCanvas(dom);
+  // keep the canvas point under the pointer where it is
+  const nx = p.x - (dom.x - W / 2) / s1, ny = p.y - (dom.y - H / 2) / s1;
+  net.moveTo({ position: at ? { x: nx, y: ny } : c, scale: s1, animation: false });
+  noteScale(st);
+}
+
+function tools(st) {
+  const bar = st.root.querySelector('.graph-tools');
+  if (!bar) return;
+  listen(st, bar, 'click', (ev) => {
+    const act = ev.target.closest('[data-act]');
+    if (!act) return;
+    const what = act.getAttribute('data-act');
+    if (what === 'fit') { st.network.fit({ animation: false }); noteScale(st); }
+    if (what === 'in') zoomBy(st, 1.25);
+    if (what === 'out') zoomBy(st, 0.8);
+    if (what === 'real') zoomBy(st, 1 / st.network.getScale());
+    if (what === 'shapes') { st.data.shapes = !st.data.shapes; act.setAttribute('aria-pressed', st.data.shapes ? 'true' : 'false'); st.network.redraw(); }
+  });
+}
+
+function wheelAndKeys(st) {
+  listen(st, st.root, 'wheel', (ev) => {
+    if (!st.el.contains(ev.target)) return;
+    ev.preventDefault();
+    ev.stopPropagation();
+    hideTip(st);
+    const r = st.el.getBoundingClientRect();
+    if (ev.ctrlKey || ev.metaKey) {
+      zoomBy(st, Math.exp(-ev.deltaY * 0.002), { x: ev.clientX - r.left, y: ev.clientY - r.top });
+    } else {
+      const s = st.network.getScale();
+      const c = st.network.getViewPosition();
+      const dx = ev.shiftKey && !ev.deltaX ? ev.deltaY : ev.deltaX;
+      const dy = ev.shiftKey && !ev.deltaX ? 0 : ev.deltaY;
+      st.network.moveTo({ position: { x: c.x + dx / s, y: c.y + dy / s }, scale: s, animation: false });
+    }
+  }, { capture: true, passive: false });
+  st.root.setAttribute('tabindex', '0');
+  listen(st, st.root, 'keydown', (ev) => {
+    if (ev.target.closest('input, textarea')) return;
+    const k = ev.key;
+    if (k === 'n' || k === 'p') {
+      const bad = st.order.filter((id) => st.byId.get(id).status === 'rejected');
+      if (!bad.length) return;
+      const cur = st.order.indexOf([...(st.selectedIds || [])][0]);
+      const pick = k === 'n'
+        ? bad.find((id) => st.order.indexOf(id) > cur) || bad[0]
+        : [...bad].reverse().find((id) => st.order.indexOf(id) < cur) || bad[bad.length - 1];
+      const n = st.byId.get(pick);
+      st.network.moveTo({ position: { x: n.x, y: n.y }, scale: Math.max(st.network.getScale(), readableScale()), animation: false });
+      if (n.ref) st.send('selected', { ref: n.ref, at: Date.now() });
+    } else if (k === 'f') { st.network.fit({ animation: false }); noteScale(st); }
+    else if (k === '+' || k === '=') zoomBy(st, 1.25);
+    else if (k === '-') zoomBy(st, 0.8);
+    else if (k === 'Escape') hideTip(st);
+    else return;
+    ev.preventDefault();
+  });
+  listen(st, st.el, 'mouseleave', () => hideTip(st));
+}
+
+function showTip(st, id, dom) {
+  const n = st.byId.get(id);
+  const tip = st.root.querySelector('.graph-tooltip');
+  if (!n || !tip || !n.title) return;
+  tip.textContent = n.title;  // plain text: names from the model are never HTML
+  tip.style.display = 'block';
+  const W = st.el.clientWidth, H = st.el.clientHeight;
+  const w = tip.offsetWidth, h = tip.offsetHeight;
+  let x = dom.x + 16, y = dom.y + 16;
+  if (x + w > W - 4) x = Math.max(4, dom.x - w - 16);
+  if (y + h > H - 4) y = Math.max(4, H - h - 4);
+  tip.style.left = x + 'px';
+  tip.style.top = y + 'px';
+  tip.setAttribute('data-node', id);
+}
+
+function hideTip(st) {
+  const tip = st.root.querySelector('.graph-tooltip');
+  if (tip) { tip.style.display = 'none'; tip.removeAttribute('data-node'); }
+}
+
+// -- minimap: every node as a dot, the viewport as a rectangle; click or drag to move there
+function minimap(st) {
+  const mm = st.root.querySelector('.graph-minimap');
+  if (!mm) return;
+  const go = (ev) => {
+    const r = mm.getBoundingClientRect();
+    const m = st.minimapMap;
+    if (!m) return;
+    const x = (ev.clientX - r.left - m.ox) / m.k + m.bx, y = (ev.clientY - r.top - m.oy) / m.k + m.by;
+    st.network.moveTo({ position: { x, y }, scale: st.network.getScale(), animation: false });
+  };
+  let down = false;
+  listen(st, mm, 'mousedown', (ev) => { down = true; go(ev); ev.preventDefault(); ev.stopPropagation(); });
+  listen(st, window, 'mousemove', (ev) => { if (down) go(ev); });
+  listen(st, window, 'mouseup', () => { down = false; });
+}
+
+function minimapImage(st, mm) {
+  const W = mm.width, H = mm.height;
+  const bb = bounds(st.data);
+  const k = Math.min((W - 8) / (bb.x1 - bb.x0 || 1), (H - 8) / (bb.y1 - bb.y0 || 1));
+  const ox = (W - (bb.x1 - bb.x0) * k) / 2, oy = (H - (bb.y1 - bb.y0) * k) / 2;
+  st.minimapMap = { k, ox, oy, bx: bb.x0, by: bb.y0 };
+  const img = document.createElement('canvas');
+  img.width = W; img.height = H;
+  const c = img.getContext('2d');
+  c.fillStyle = '#ffffff';
+  c.fillRect(0, 0, W, H);
+  for (const n of st.data.nodes) {
+    c.fillStyle = n.kind === 'op' || n.kind === 'group' ? n.color : '#c5ced8';
+    const w = Math.max(1.5, n.w * k), h = Math.max(1.5, n.h * k);
+    c.fillRect(ox + (n.x - bb.x0) * k - w / 2, oy + (n.y - bb.y0) * k - h / 2, w, h);
+  }
+  return img;
+}
+
+function drawMinimapView(st) {
+  const mm = st.root.querySelector('.graph-minimap');
+  if (!mm || !st.data) return;
+  if (!st.minimapImage) st.minimapImage = minimapImage(st, mm);
+  const c = mm.getContext('2d');
+  c.drawImage(st.minimapImage, 0, 0);
+  const m = st.minimapMap;
+  const a = st.network.DOMtoCanvas({ x: 0, y: 0 });
+  const b = st.network.DOMtoCanvas({ x: st.el.clientWidth, y: st.el.clientHeight });
+  c.strokeStyle = '#1f5fbf';
+  c.lineWidth = 1.5;
+  c.fillStyle = 'rgba(31,95,191,0.08)';
+  const x = m.ox + (a.x - m.bx) * m.k, y = m.oy + (a.y - m.by) * m.k;
+  const w = (b.x - a.x) * m.k, h = (b.y - a.y) * m.k;
+  c.fillRect(x, y, w, h);
+  c.strokeRect(x, y, w, h);
+}

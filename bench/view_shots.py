@@ -1,0 +1,140 @@
+"""Screenshots of the Workbench at its default view, as a new user sees it: a real `streamlit run` server per
+model, Debian's headless Chromium (never downloaded) at 1600×1000. Prints, per model, the time until the graph
+is drawn, the drawn node count and the on-screen font size of node labels (the component's scale × font).
+
+    python bench/view_shots.py MODEL.onnx [MODEL2.onnx …] [--out docs/shots] [--width 1600 --height 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from surgery.cli.app_cmd import STREAMLIT_LOOK  # noqa: E402
+
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(model: Path | None, env_extra: dict | None = None) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    env = dict(os.environ, **(env_extra or {}))
+    if model is not None:
+        env["ONNX_SURGERY_START_MODEL"] = str(model.resolve())
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            str(ROOT / "app" / "main.py"),
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--server.headless",
+            "true",
+            "--browser.gatherUsageStats",
+            "false",
+            "--server.fileWatcherType",
+            "none",
+            "--server.maxUploadSize",
+            "4096",
+            *STREAMLIT_LOOK,
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(150):
+        try:
+            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=1).read() == b"ok":
+                return proc, url
+        except OSError:
+            time.sleep(0.2)
+    stop_server(proc)
+    raise RuntimeError("streamlit did not start")
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait(timeout=20)
+
+
+def label_px(page) -> float:
+    """On-screen size of an operator label: the network's scale times the op nodes' font size."""
+    return page.evaluate(
+        "() => { const net = globalThis.__onnxSurgeryNetwork; if (!net) return 0;"
+        " const op = Object.values(net.body.nodes).find(n => !n.isCluster && n.options.font);"
+        " return net.getScale() * (op ? op.options.font.size : 0); }"
+    )
+
+
+def main() -> None:
+    from playwright.sync_api import sync_playwright
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("models", nargs="+", type=Path)
+    ap.add_argument("--out", type=Path, default=Path("/tmp/onnx-surgery-shots"))
+    ap.add_argument("--width", type=int, default=1600)
+    ap.add_argument("--height", type=int, default=1000)
+    ap.add_argument("--targets", default="", help="comma-separated targets (default: the app's)")
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=ARGS)
+        for model in args.models:
+            proc, url = start_server(model)
+            try:
+                page = browser.new_page(viewport={"width": args.width, "height": args.height})
+                page.set_default_timeout(180_000)
+                t = time.perf_counter()
+                page.goto(url)
+                page.wait_for_selector(".graph-canvas[data-drawn='1']")
+                page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')")
+                page.wait_for_selector(".graph-canvas[data-drawn='1']")
+                page.wait_for_timeout(800)
+                took = time.perf_counter() - t
+                shot = args.out / f"{model.stem}.png"
+                page.screenshot(path=str(shot))
+                canvas = page.locator(".graph-canvas")
+                n = canvas.get_attribute("data-node-count")
+                h = canvas.bounding_box()["height"]
+                print(
+                    f"{model.name}: drawn in {took:.1f} s, {n} nodes, canvas {h:.0f} px high, "
+                    f"labels {label_px(page):.1f} px -> {shot}",
+                    flush=True,
+                )
+                page.close()
+            finally:
+                stop_server(proc)
+        browser.close()
+
+
+if __name__ == "__main__":
+    main()
