@@ -69,6 +69,9 @@ STANDARD_PLUGINS = {
     "NMS_TRT": ("8.0", f"{PLUGIN_README} @ release/8.0 (nmsPlugin)"),
 }
 ML_DOMAIN = "ai.onnx.ml"
+# the parser imports a node whose op is a model-local function through the function's body
+# (LocalFunctionImporter, onnxOpImporters.cpp:6896 @ 10.10-GA); from which version on is not recorded before 10.0
+LOCAL_FUNCTIONS_SINCE = "10.0"
 # N-listed ops with no static checker, so they reach the plugin fallback (TensorRT-RTX 1.7.1 answers DFT so)
 N_WITHOUT_CHECKER = {"DFT"}
 # ops that take UINT8 inputs although their table row does not list UINT8 (checked with TensorRT-RTX 1.7.1)
@@ -467,7 +470,9 @@ MAKES_LOW = {"QuantizeLinear", "Constant", "Concat", "Identity", *SHUFFLE_OPS}
 def t_reads_low_precision(node, facts):
     if node.op_type in READS_LOW:
         return None
-    for x in node.input:
+    # a Q/DQ's zero point (input 2) is read by the Q/DQ layer itself, which takes FP8 (TensorRT-RTX 1.7.1)
+    ins = node.input[:2] if node.op_type in ("QuantizeLinear", "DequantizeLinear") else node.input
+    for x in ins:
         t = _dtype(facts, x)
         if t in LOW_PRECISION and x not in facts.initializers:
             return {"detail": f"'{x}' is {t}", "tensor": x, "trt_type": LOW_PRECISION[t]}
@@ -619,19 +624,35 @@ class TensorRTStaticBackend:
             return self._fallback(node)
         return None
 
-    def _body_problem(self, node: NodeProto) -> tuple[Problem, NodeProto] | None:
-        """The parser imports If/Loop/Scan bodies with the same importers: an op there without importer refuses."""
+    def _local_function(self, node: NodeProto, facts: GraphFacts) -> onnx.FunctionProto | None:
+        """The model-local function this node calls, when this version imports it through its body."""
+        if _vt(self.version) < _vt(LOCAL_FUNCTIONS_SINCE):
+            return None
+        return facts.functions.get((node.domain or "", node.op_type))
+
+    def _body_problem(
+        self, node: NodeProto, facts: GraphFacts | None = None
+    ) -> tuple[Problem, NodeProto] | None:
+        """The parser imports If/Loop/Scan bodies, and local functions' bodies, with the same importers: an op
+        there without importer refuses the node."""
+        function = self._local_function(node, facts) if facts is not None else None
+        bodies = [function.node] if function is not None else []
         for a in node.attribute:
-            graphs = [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)
-            for g in graphs:
-                for n in g.node:
-                    found = self._table_problem(n)
-                    if found:
-                        return found, n
-                    if n.op_type in ("If", "Loop", "Scan"):
-                        deeper = self._body_problem(n)
-                        if deeper:
-                            return deeper
+            bodies += [g.node for g in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs))]
+        for nodes in bodies:
+            for n in nodes:
+                if facts is not None and self._local_function(n, facts) is not None:
+                    deeper = self._body_problem(n, facts)
+                    if deeper:
+                        return deeper
+                    continue
+                found = self._table_problem(n)
+                if found:
+                    return found, n
+                if n.op_type in ("If", "Loop", "Scan"):
+                    deeper = self._body_problem(n, facts)
+                    if deeper:
+                        return deeper
         return None
 
     # -- types and constant inputs the table asks for ---------------------------------------------------------
@@ -692,13 +713,16 @@ class TensorRTStaticBackend:
     def _problems(self, node: NodeProto, facts: GraphFacts) -> tuple[list[Problem], NodeProto | None]:
         """What the parser of this version refuses on the node (the first importer problem, every static one),
         and the body node at fault when it is inside an If/Loop/Scan body."""
+        if self._local_function(node, facts) is not None:
+            inner = self._body_problem(node, facts)
+            return ([inner[0]], inner[1]) if inner else ([], None)
         found = self._table_problem(node)
         if found:
             return [found], None
         if node.op_type not in self.table["ops"] or (node.domain or "") == ML_DOMAIN:
             return [], None  # a standard plugin of this version imports it
         if node.op_type in ("If", "Loop", "Scan"):
-            inner = self._body_problem(node)
+            inner = self._body_problem(node, facts)
             if inner:
                 return [inner[0]], inner[1]
         row = self.table["ops"][node.op_type]

@@ -55,6 +55,7 @@ _MODULES = [
     "extract",
     "delete_node",
     "set_attribute",
+    "inline_functions",
 ]
 _loaded = False
 

@@ -164,11 +164,17 @@ def explain_node(ctx: Context, rule: Rule, node: NodeProto) -> list[tuple[bool, 
             f"op is {node.op_type}" + ("" if node.op_type in ops or "*" in ops else f", not {'/'.join(ops)}"),
         )
     ]
+    calls = (node.domain or "", node.op_type) in ctx.facts.functions
+    if "local_function" in m:
+        want = bool(m["local_function"])
+        out.append(
+            (calls == want, f"the node {'calls' if calls else 'does not call'} a model-local function")
+        )
     if "domain" in m:
         want = m["domain"] or ""
         got = node.domain if node.domain not in ("ai.onnx",) else ""
         out.append((got == want, f"domain is '{got}'" + ("" if got == want else f", not '{want}'")))
-    elif node.domain not in ("", "ai.onnx"):
+    elif node.domain not in ("", "ai.onnx") and not m.get("local_function"):
         out.append((False, f"domain is '{node.domain}'; the rule is for standard ops"))
     if not out[0][0]:
         return out

@@ -32,6 +32,7 @@ MATCH_FIELDS = {
     "inputs": "input index -> conditions on that input (below)",
     "any_input": "conditions that at least one input meets",
     "outputs_are_graph_outputs": "true: every output of the node is a graph output",
+    "local_function": "true: the node calls a model-local function (its op type and domain name one)",
 }
 INPUT_CONDITIONS = {
     "missing": "the input is absent (an empty name or fewer inputs)",
@@ -165,8 +166,9 @@ def validate(data: Any, where) -> Rule:
         fail("match.op", "must be an op type or a list of op types")
     if "domain" in match and not isinstance(match["domain"] or "", str):
         fail("match.domain", "must be a string ('' for the standard ops)")
-    if "outputs_are_graph_outputs" in match and not isinstance(match["outputs_are_graph_outputs"], bool):
-        fail("match.outputs_are_graph_outputs", "must be true or false")
+    for flag in ("outputs_are_graph_outputs", "local_function"):
+        if flag in match and not isinstance(match[flag], bool):
+            fail(f"match.{flag}", "must be true or false")
     attrs = match.get("attrs") or {}
     if not isinstance(attrs, dict):
         fail("match.attrs", "must map an attribute name to conditions")
