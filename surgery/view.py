@@ -9,7 +9,9 @@ The layout does not depend on verdicts: `structure()` lays out once, `paint()` c
 Scopes (the `scope` argument, and the id of a group node after its ``group:`` prefix):
 - ``/a/b``: the nodes named ``/a/b/...``;
 - ``level:/a``: the nodes directly in ``/a`` (no deeper scope); ``level:`` is the top level;
-- ``range:P-Q``: the nodes at topological positions P..Q (used where scopes alone would give too many groups).
+- ``range:P-Q``: the nodes at topological positions P..Q (used where scopes alone would give too many groups);
+- ``block:P-Q``: for graphs without scopes, the nodes at positions P..Q that compute from the inputs, with the
+  constant-only nodes (weights, shapes) they read.
 """
 
 from __future__ import annotations
@@ -152,6 +154,9 @@ def scope_members(facts: GraphFacts, scope: str) -> list[int]:
     if scope.startswith("range:"):
         a, _, b = scope[6:].partition("-")
         return facts.order[int(a) : int(b) + 1]
+    if scope.startswith("block:"):
+        a, _, b = scope[6:].partition("-")
+        return _block_members(facts, int(a), int(b))
     names = _names(facts)
     if scope.startswith("level:"):
         base = scope[6:]
@@ -167,8 +172,9 @@ def scope_members(facts: GraphFacts, scope: str) -> list[int]:
 def scope_label(scope: str) -> str:
     if scope.startswith("level:"):
         return (scope[6:] or "top level") + " (directly)"
-    if scope.startswith("range:"):
-        return "nodes " + scope[6:].replace("-", "–") + " in topological order"
+    if scope.startswith(("range:", "block:")):
+        a, _, b = scope[6:].partition("-")
+        return f"nodes {int(a) + 1}–{int(b) + 1} in topological order"
     return scope
 
 
@@ -249,7 +255,7 @@ def groups_of(facts: GraphFacts, members: list[int], scope: str | None) -> list[
     topological order, for flat names) are merged into `range:` groups when there would be more than
     MAX_GROUPS."""
     names = _names(facts)
-    base = scope if scope and not scope.startswith(("range:", "level:")) else ""
+    base = scope if scope and not scope.startswith(("range:", "level:", "block:")) else ""
     depth0 = len(_parts(base))
     groups: dict[str, list[int]] = {}
     for depth in range(depth0 + 1, depth0 + 6):
@@ -262,6 +268,8 @@ def groups_of(facts: GraphFacts, members: list[int], scope: str | None) -> list[
             break
     if MIN_GROUPS <= len(groups) <= MAX_GROUPS:
         return [(g, scope_label(g) if g.startswith("level:") else g, ms) for g, ms in groups.items()]
+    if len(groups) < MIN_GROUPS:  # no scopes to group by: blocks of the structure
+        return structural_groups(facts, members)
     # too many (or too few) scopes: cut the topological order into runs, at scope changes where possible
     pos = {i: p for p, i in enumerate(facts.order)}
     group_of = {i: g for g, ms in groups.items() for i in ms}
@@ -276,9 +284,84 @@ def groups_of(facts: GraphFacts, members: list[int], scope: str | None) -> list[
     for run in runs:
         first, last = group_of[run[0]], group_of[run[-1]]
         span = first if first == last else f"{first} … {last}"
-        if len(groups) < MIN_GROUPS:  # no scopes to name it by: its place in the topological order
-            span = f"nodes {pos[run[0]] + 1}–{pos[run[-1]] + 1}"
         out.append((f"range:{pos[run[0]]}-{pos[run[-1]]}", span, run))
+    return out
+
+
+def _constant_only(facts: GraphFacts, i: int) -> bool:
+    outs = [o for o in facts.model.graph.node[i].output if o]
+    return bool(outs) and all(o in facts.constant for o in outs)
+
+
+def _first_reader(facts: GraphFacts, i: int, pos: dict[int, int]) -> int | None:
+    readers = [j for o in facts.model.graph.node[i].output for j in facts.consumers.get(o, [])]
+    return min(readers, key=pos.__getitem__) if readers else None
+
+
+def _block_members(facts: GraphFacts, a: int, b: int) -> list[int]:
+    """``block:A-B``: the nodes at topological positions A..B that compute from the inputs, plus the nodes that
+    compute only from constants (weights, shapes) and are first read there."""
+    pos = {i: p for p, i in enumerate(facts.order)}
+    main = {i for i in facts.order[a : b + 1] if not _constant_only(facts, i)}
+    out = []
+    for i in facts.order:
+        if i in main:
+            out.append(i)
+        elif _constant_only(facts, i):
+            r = i
+            while r is not None and _constant_only(facts, r):  # up the constant chain to who reads it
+                r = _first_reader(facts, r, pos)
+            if r in main:
+                out.append(i)
+    return out
+
+
+def structural_groups(facts: GraphFacts, members: list[int]) -> list[tuple[str, str, list[int]]]:
+    """Groups for a graph without name scopes: the topological order of the nodes that compute from the inputs
+    cut into runs of about len/MAX_GROUPS nodes, each cut where the fewest tensors cross it (the ends of
+    blocks: a residual Add, a Concat, a transition), and each constant-only node (weights, shapes) in the group
+    of the node that reads it. Ids are ``block:A-B`` (topological positions)."""
+    pos = {i: p for p, i in enumerate(facts.order)}
+    main = [i for i in members if not _constant_only(facts, i)] or list(members)
+    m = len(main)
+    at = {i: k for k, i in enumerate(main)}
+    diff = [0] * (m + 1)
+    graph = facts.model.graph
+    for k, i in enumerate(main):
+        for o in graph.node[i].output:
+            last = max((at[j] for j in facts.consumers.get(o, []) if j in at), default=k)
+            if last > k:
+                diff[k] += 1
+                diff[last] -= 1
+    live, acc = [], 0
+    for k in range(m):
+        acc += diff[k]
+        live.append(acc)
+    target = max(2, -(-m // MAX_GROUPS))
+    cuts, start = [], 0
+    while m - start > target * 1.5:
+        lo, hi = start + max(1, int(target * 0.6)), min(m - 2, start + int(target * 1.6))
+        if lo > hi:
+            break
+        c = min(range(lo, hi + 1), key=lambda k: (live[k], abs(k - start - target)))
+        cuts.append(c)
+        start = c + 1
+    bounds = [0, *[c + 1 for c in cuts], m]
+    runs = [main[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
+    owner = {i: r for r, run in enumerate(runs) for i in run}
+    extra: dict[int, list[int]] = defaultdict(list)
+    for i in members:
+        if i in owner:
+            continue
+        r = i
+        while r is not None and r not in owner and _constant_only(facts, r):
+            r = _first_reader(facts, r, pos)
+        extra[owner.get(r, len(runs) - 1)].append(i)
+    out = []
+    for r, run in enumerate(runs):
+        a, b = pos[run[0]], pos[run[-1]]
+        ms = sorted(run + extra.get(r, []), key=pos.__getitem__)
+        out.append((f"block:{a}-{b}", f"nodes {a + 1}–{b + 1}", ms))
     return out
 
 
@@ -364,7 +447,9 @@ def _is_small(node) -> bool:
 
 
 def _group_label(label: str, members: list[int], facts: GraphFacts) -> str:
-    ops = Counter(facts.model.graph.node[i].op_type for i in members)
+    """Its name, node count and top op types (of the nodes that compute from the inputs, where there are)."""
+    main = [i for i in members if not _constant_only(facts, i)] or members
+    ops = Counter(facts.model.graph.node[i].op_type for i in main)
     top = ", ".join(f"{op} {n}" for op, n in ops.most_common(3))
     name = label if len(label) <= 34 else "…" + label[-33:]
     return f"{name}\n{len(members)} nodes · {top}"

@@ -277,14 +277,21 @@ function initialView(st, data) {
   } else {
     const scale = readableScale();
     const target = data.nodes.find((n) => n.ref && n.ref === data.selected) || data.nodes.find((n) => n.id === data.start);
-    if (target) {
-      st.network.moveTo({ position: { x: target.x, y: target.y }, scale, animation: false });
+    let x, y;
+    if (target) {  // a third from the top, so what feeds it and what follows are both in view
+      x = target.x;
+      y = target.y + H / 6 / scale;
     } else {  // the top of the graph: its inputs, at the top of the canvas
       const top = data.nodes.reduce((m, n) => (n.y < m.y ? n : m), data.nodes[0]);
       const firstRow = data.nodes.filter((n) => n.y <= top.y + 40);
-      const x = firstRow.reduce((s, n) => s + n.x, 0) / firstRow.length;
-      st.network.moveTo({ position: { x: Math.max(bb.x0 + W / 2 / scale - 20, Math.min(x, bb.x1 - W / 2 / scale + 20)), y: bb.y0 + H / 2 / scale - 24 }, scale, animation: false });
+      x = firstRow.reduce((s, n) => s + n.x, 0) / firstRow.length;
+      y = -Infinity;
     }
+    // no empty canvas beyond the graph's edges where the graph is bigger than the canvas
+    const halfW = W / 2 / scale, halfH = H / 2 / scale;
+    x = bb.x1 - bb.x0 + 60 <= 2 * halfW ? (bb.x0 + bb.x1) / 2 : Math.min(Math.max(x, bb.x0 - 30 + halfW), bb.x1 + 30 - halfW);
+    y = Math.min(Math.max(y, bb.y0 - 30 + halfH), Math.max(bb.y0 - 30 + halfH, bb.y1 + 30 - halfH));
+    st.network.moveTo({ position: { x, y }, scale, animation: false });
   }
   noteScale(st);
 }
