@@ -126,7 +126,9 @@ def run(args) -> int:
 
     def log(done):
         p = done.proposal
-        print(f"  {len(ws.recipe)}. applied {p.rule.id} on {p.where()} [{p.safety}]: {p.step.describe()}")
+        checked = done.verification is not None and done.verification.status != "skipped"
+        label = p.safety if checked else f"{p.safety}, not verified"
+        print(f"  {len(ws.recipe)}. applied {p.rule.id} on {p.where()} [{label}]: {p.step.describe()}")
         print(f"     {done.verification.summary() if done.verification else 'not verified'}")
 
     def not_accepted(model) -> set[str]:

@@ -56,6 +56,7 @@ _MODULES = [
     "delete_node",
     "set_attribute",
     "inline_functions",
+    "deform_conv",
 ]
 _loaded = False
 
