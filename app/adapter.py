@@ -251,17 +251,10 @@ def partition(report):
 
 
 def parse_value(text: str):
-    """A value typed for a rule's question: "1x3x224x224" or "1,3,224,224" -> [1, 3, 224, 224]; else JSON or
-    the text itself."""
-    import json
+    """A value typed for a rule's question (surgery.specs.parse_value: 1x3x224x224, 5, [1, 2], ...)."""
+    from surgery.specs import parse_value as parse
 
-    t = text.strip()
-    if t and all(part.strip().isdigit() for part in t.replace(",", "x").split("x")):
-        return [int(part) for part in t.replace(",", "x").split("x")]
-    try:
-        return json.loads(t)
-    except ValueError:
-        return t
+    return parse(text)
 
 
 def preview(proposal) -> dict:

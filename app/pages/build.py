@@ -13,6 +13,7 @@ import streamlit as st  # noqa: E402
 from surgery.backends.base import BuildOptions  # noqa: E402
 from surgery.build import build_model  # noqa: E402
 from surgery.graph import GraphFacts  # noqa: E402
+from surgery.specs import parse_profiles  # noqa: E402
 
 sidebar.render()
 s = adapter.state()
@@ -43,8 +44,11 @@ for name in dynamic:
         key=f"profile-{name}",
         placeholder="1x3x224x224:4x3x224x224:8x3x224x224",
     )
-    if text.count(":") == 2:
-        profiles[name] = tuple(tuple(int(v) for v in part.split("x")) for part in text.split(":"))
+    if text:
+        try:
+            profiles.update(parse_profiles([f"{name}:{text}"], dynamic))
+        except ValueError as exc:  # the same one-line message as `build --profile`
+            st.error(str(exc).replace("--profile", "profile"))
 if st.button("Build", key="build_go", type="primary", disabled=not backends):
     results = []
     for backend in backends:

@@ -8,9 +8,9 @@ import json
 import sys
 
 from surgery.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_REJECTED
+from surgery.specs import PROFILE_EXAMPLE, parse_profiles
 
 BACKENDS = ("tensorrt", "onnxruntime", "openvino", "tvm")
-EXAMPLE = "input:1x3x224x224:4x3x224x224:8x3x224x224"
 
 
 def add_parser(sub):
@@ -37,7 +37,7 @@ def add_parser(sub):
         action="append",
         default=[],
         metavar="INPUT:MIN:OPT:MAX",
-        help=f"optimization profile for a dynamic input, e.g. {EXAMPLE} (repeat per input)",
+        help=f"optimization profile for a dynamic input, e.g. {PROFILE_EXAMPLE} (repeat per input)",
     )
     p.add_argument("--workspace-mb", type=int, default=None, help="TensorRT workspace memory pool limit")
     p.add_argument(
@@ -51,37 +51,6 @@ def add_parser(sub):
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per build")
     p.add_argument("--json", action="store_true", help="print the reports as JSON")
     return p
-
-
-def _shape(text: str) -> tuple[int, ...]:
-    dims = tuple(int(x) for x in text.lower().replace(",", "x").split("x"))
-    if any(d < 0 for d in dims):
-        raise ValueError(text)
-    return dims
-
-
-def parse_profiles(specs: list[str], inputs: list[str]) -> dict[str, tuple[tuple[int, ...], ...]]:
-    """'name:MIN:OPT:MAX' (shapes like 1x3x224x224) -> {name: (min, opt, max)}; ValueError says what is wrong."""
-    profiles = {}
-    for spec in specs:
-        parts = spec.rsplit(":", 3)
-        if len(parts) != 4:
-            raise ValueError(f"--profile '{spec}': expected INPUT:MIN:OPT:MAX, e.g. {EXAMPLE}")
-        name, *shapes = parts
-        try:
-            lo, opt, hi = (_shape(s) for s in shapes)
-        except ValueError:
-            raise ValueError(
-                f"--profile '{spec}': shapes are non-negative integers joined by x, e.g. {EXAMPLE}"
-            ) from None
-        if name not in inputs:
-            raise ValueError(
-                f"--profile '{spec}': the model has no input '{name}'. Note: inputs: {', '.join(inputs)}"
-            )
-        if not len(lo) == len(opt) == len(hi):
-            raise ValueError(f"--profile '{spec}': min, opt and max must have the same rank")
-        profiles[name] = (lo, opt, hi)
-    return profiles
 
 
 def available_backends() -> list[str]:

@@ -48,6 +48,14 @@ def add_parser(sub):
         help="an input's shape, for rules that ask for one (freeze-unshaped-input); repeat per input",
     )
     p.add_argument(
+        "--input-value",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="pin a graph input that only carries configuration to a value (k=5, sizes=[1,3,64,64]): it becomes "
+        "a constant (a recorded step) before the rules run, so the folding rules can fold what it feeds; repeat",
+    )
+    p.add_argument(
         "--only-rejected",
         action="store_true",
         help="apply rules only to nodes a target rejects (or cannot decide); leave accepted nodes alone",
@@ -67,25 +75,16 @@ def _verdict_lines(reports) -> list[str]:
     return lines
 
 
-def _shapes(specs: list[str]) -> dict[str, list[int]]:
-    shapes = {}
-    for spec in specs:
-        name, _, dims = spec.rpartition(":")
-        try:
-            shapes[name] = [int(d) for d in dims.replace(",", "x").split("x")]
-        except ValueError:
-            raise ValueError(f"--input-shape '{spec}': expected NAME:1x3x224x224") from None
-    return shapes
-
-
 def run(args) -> int:
     from surgery.backends import UnknownBackend
     from surgery.diagnose import check_model
+    from surgery.fixes import FixError
     from surgery.model import load_model
     from surgery.rulebook import RuleError, applies_to, load_rules, run_rules, verify_result
     from surgery.rulebook.loader import default_dirs
     from surgery.rulebook.tracer import unrepaired
-    from surgery.workspace import Workspace
+    from surgery.specs import parse_input_values, parse_shapes
+    from surgery.workspace import Step, Workspace
 
     if not args.dry_run and not args.output:
         print("error: give -o OUT (or --dry-run)", file=sys.stderr)
@@ -96,7 +95,8 @@ def run(args) -> int:
         )
         return EXIT_BAD_INPUT
     try:
-        shapes = _shapes(args.input_shape)
+        shapes = parse_shapes(args.input_shape)
+        pins = parse_input_values(args.input_value)
         rules = load_rules(args.rules)
     except (RuleError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -137,9 +137,18 @@ def run(args) -> int:
         reports = check_model(model, targets, base, depth=args.depth)
         return {v.node for r in reports for v in r.verdicts if v.status is not Status.SUPPORTED}
 
+    for name, value in pins.items():  # the user's own steps come first, recorded like any other
+        try:
+            ws.apply(Step("pin_input", {"input": name, "value": value}, note="--input-value"))
+        except FixError as exc:
+            print(f"error: --input-value {name}: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        print(
+            f"  {len(ws.recipe)}. pinned input '{name}' to {value!r} [changes-semantics: no longer an input]"
+        )
     only = not_accepted if args.only_rejected else None
     applied, refused = run_rules(ws, active, targets, args.max_steps, values=values, only=only, log=log)
-    if not applied:
+    if not applied and not pins:
         print("  (no rule applies)")
     for line in refused:
         print(f"  not applied: {line}")
@@ -148,7 +157,7 @@ def run(args) -> int:
     print("\n".join(_verdict_lines(after)))
     for _, line in unrepaired(ws.current, after, rules):
         print(f"  {line}")
-    overall = verify_result(ws, applied)
+    overall = verify_result(ws, applied, pins)
     if overall is not None:
         print(f"original vs fixed: {overall.summary()}")
     if not args.dry_run:

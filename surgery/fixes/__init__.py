@@ -57,6 +57,7 @@ _MODULES = [
     "set_attribute",
     "inline_functions",
     "deform_conv",
+    "pin_input",
 ]
 _loaded = False
 

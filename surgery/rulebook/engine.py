@@ -34,7 +34,7 @@ class NeedsValue(FixError):
     def __init__(self, rule: str, what: str):
         super().__init__(
             f"rule {rule or '?'} needs a value for '{what}'. Note: give it (CLI: --input-shape NAME:1x3x224x224 "
-            f"for a shape; library: propose(..., values={{'{what}': ...}}))"
+            f"for a shape, --input-value NAME=VALUE to pin an input; library: propose(..., values={{'{what}': ...}}))"
         )
         self.what = what
 
@@ -99,7 +99,8 @@ def _substitute(
 ) -> Any:
     """Fill a rule's parameters from the match: $node, $input[i], $output[i], $inputs, $graph_inputs,
     $any_input (the input that met `match.any_input`), $ask:<what> (from `values`; a dict there is looked up
-    by the mapping key it fills, e.g. {image: [1, 3, 224, 224]} for `shapes: {$any_input: $ask:shape}`).
+    by the mapping key it fills, e.g. {image: [1, 3, 224, 224]} for `shapes: {$any_input: $ask:shape}`, else
+    by the name of the input that met `match.any_input`, e.g. {k: 5} for `value: $ask:value`).
     Other '$name' strings pass through to the primitive (plugin_swap reads '$old_attribute' as "copy the old
     node's attribute")."""
 
@@ -134,9 +135,10 @@ def _substitute(
         if v.startswith("$ask:"):
             what = v[5:]
             filled = values.get(what)
-            if isinstance(filled, dict):
-                filled = filled.get(for_key)
-                what = f"{what} of {for_key}" if for_key is not None else what
+            if isinstance(filled, dict):  # by the mapping key it fills, else by the input that met any_input
+                by = for_key if for_key in filled or any_input is None else any_input
+                filled = filled.get(by)
+                what = f"{what} of {by}" if by is not None else what
             if filled is None:
                 raise NeedsValue(rule_id, what)
             return filled
@@ -245,20 +247,45 @@ def apply(
 SAFETY_ORDER = ("exact", "approximate", "changes-semantics")
 
 
-def verify_result(workspace: Workspace, applied: list[Applied]) -> VerifyReport | None:
+def verify_result(
+    workspace: Workspace, applied: list[Applied], pinned: dict[str, Any] | None = None
+) -> VerifyReport | None:
     """The fixed model against the original, at the least safe class among the steps (None: no steps). Symbolic
-    dims take the largest `verify_dims` the applied rules ask for."""
-    if not applied:
+    dims take the largest `verify_dims` the applied rules ask for. Inputs `pinned` to constants (pin_input) are
+    fed their pinned values in the original, so a pin alone compares equal."""
+    if not applied and not pinned:
         return None
-    worst = max((a.proposal.safety for a in applied), key=SAFETY_ORDER.index)
+    worst = max((a.proposal.safety for a in applied), key=SAFETY_ORDER.index, default="exact")
     size = max((a.proposal.rule.verify_dims or 0 for a in applied), default=0)
     original = workspace.original.proto
+    dims = _verify_dims(original, size)
+    feeds = None
+    if pinned:
+        import numpy as np
+        from onnx import helper
+
+        from surgery.graph import tensor_info_from_type
+        from surgery.ort import seeded_inputs
+
+        try:
+            feeds = seeded_inputs(original, seed=0, dims=dims, default_dim=1)
+        except ValueError:
+            feeds = None
+        if feeds is not None:
+            types = {vi.name: tensor_info_from_type(vi.name, vi.type) for vi in original.graph.input}
+            for name, value in pinned.items():
+                info = types[name]
+                array = np.asarray(value).astype(helper.tensor_dtype_to_np_dtype(info.dtype))
+                feeds[name] = (
+                    array.reshape([1] * len(info.shape)) if array.size == 1 and info.shape else array
+                )
     return _verify(
         original,
         workspace.current,
         base_dir=workspace.original.base_dir,
         safety=worst,
-        dims=_verify_dims(original, size),
+        dims=dims,
+        feeds=feeds,
     )
 
 

@@ -1,0 +1,55 @@
+"""Pin a graph input to a value: the input becomes an initializer of that value, after which the constant-folding
+rules can fold what it feeds. For inputs that only carry configuration (a crop size, a number of mel bins, a K):
+the model stops taking that input, so this changes what the model is, on purpose."""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import ModelProto, helper, numpy_helper
+
+from surgery.fixes import FixError, Safety, register
+from surgery.fixes._util import copy_model
+from surgery.graph import tensor_info_from_type
+
+
+@register(
+    "pin_input",
+    safety=Safety.CHANGES_SEMANTICS,
+    summary="Turn a graph input into a constant of a given value (it is no longer an input).",
+    params={
+        "input": "str: the graph input's name",
+        "value": "a number or a (nested) list of numbers; cast to the input's type, shaped as the input "
+        "(a symbolic dim takes the value's size)",
+    },
+)
+def pin_input(model: ModelProto, input: str, value) -> ModelProto:
+    out = copy_model(model)
+    graph = out.graph
+    inits = {t.name for t in graph.initializer}
+    k = next((k for k, vi in enumerate(graph.input) if vi.name == input and input not in inits), None)
+    if k is None:
+        names = ", ".join(vi.name for vi in graph.input if vi.name not in inits)
+        raise FixError(f"the model has no graph input '{input}'. Note: its inputs are {names}")
+    info = tensor_info_from_type(input, graph.input[k].type)
+    if not info.dtype:
+        raise FixError(f"input '{input}' is not a tensor of a known type; it cannot be pinned to a value")
+    np_type = helper.tensor_dtype_to_np_dtype(info.dtype)
+    try:
+        array = np.asarray(value).astype(np_type)
+    except (TypeError, ValueError):
+        raise FixError(
+            f"input '{input}' is {np.dtype(np_type).name}; {value!r} is not a value of that type"
+        ) from None
+    if info.shape is not None:
+        if array.ndim != len(info.shape) and array.size == 1 and len(info.shape) <= 1:
+            array = array.reshape([1] * len(info.shape))
+        fits = array.ndim == len(info.shape) and all(
+            not isinstance(d, int) or d == s for d, s in zip(info.shape, array.shape)
+        )
+        if not fits:
+            raise FixError(
+                f"input '{input}' has shape {info.shape_str()}; the value {value!r} has shape {list(array.shape)}"
+            )
+    del graph.input[k]
+    graph.initializer.append(numpy_helper.from_array(array, input))
+    return out

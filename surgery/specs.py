@@ -1,0 +1,93 @@
+"""What users type for shapes, profiles and input values — one parser each, shared by the CLI and the app.
+
+  shape     1x3x224x224 or 1,3,224,224                       -> (1, 3, 224, 224)
+  shapes    NAME:1x3x224x224 (or a bare shape, for every input) -> {NAME: [1, 3, 224, 224]} ('' for bare)
+  profile   NAME:MIN:OPT:MAX with shapes as above             -> {NAME: (min, opt, max)}
+  value     NAME=5, NAME=[1, 3, 224, 224], NAME=0.5            -> {NAME: 5}, ...
+
+Each raises ValueError whose message says what was expected, for a one-line error (exit 2).
+"""
+
+from __future__ import annotations
+
+import json
+
+PROFILE_EXAMPLE = "input:1x3x224x224:4x3x224x224:8x3x224x224"
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    """'1x3x224x224' or '1,3,224,224' -> (1, 3, 224, 224); non-negative integers only."""
+    parts = text.strip().lower().replace(",", "x").split("x")
+    try:
+        dims = tuple(int(p) for p in parts)
+    except ValueError:
+        raise ValueError(f"'{text}' is not a shape. Note: write dims joined by x, e.g. 1x3x224x224") from None
+    if any(d < 0 for d in dims):
+        raise ValueError(f"'{text}' has a negative dim. Note: dims are non-negative integers")
+    return dims
+
+
+def parse_shapes(specs: list[str], flag: str = "--input-shape") -> dict[str, list[int]]:
+    """['image:1x3x32x32', '1x3x32x32'] -> {'image': [1, 3, 32, 32], '': [1, 3, 32, 32]}."""
+    shapes = {}
+    for spec in specs:
+        name, _, dims = spec.rpartition(":")
+        try:
+            shapes[name] = list(parse_shape(dims))
+        except ValueError:
+            raise ValueError(f"{flag} '{spec}': expected NAME:1x3x224x224") from None
+    return shapes
+
+
+def parse_profiles(specs: list[str], inputs: list[str]) -> dict[str, tuple[tuple[int, ...], ...]]:
+    """'name:MIN:OPT:MAX' (shapes like 1x3x224x224) -> {name: (min, opt, max)}."""
+    profiles = {}
+    for spec in specs:
+        parts = spec.rsplit(":", 3)
+        if len(parts) != 4:
+            raise ValueError(f"--profile '{spec}': expected INPUT:MIN:OPT:MAX, e.g. {PROFILE_EXAMPLE}")
+        name, *shapes = parts
+        try:
+            lo, opt, hi = (parse_shape(s) for s in shapes)
+        except ValueError:
+            raise ValueError(
+                f"--profile '{spec}': shapes are non-negative integers joined by x, e.g. {PROFILE_EXAMPLE}"
+            ) from None
+        if name not in inputs:
+            raise ValueError(
+                f"--profile '{spec}': the model has no input '{name}'. Note: inputs: {', '.join(inputs)}"
+            )
+        if not len(lo) == len(opt) == len(hi):
+            raise ValueError(f"--profile '{spec}': min, opt and max must have the same rank")
+        profiles[name] = (lo, opt, hi)
+    return profiles
+
+
+def parse_value(text: str):
+    """A value typed by a user: '1x3x224x224' or '1,3,224,224' -> [1, 3, 224, 224]; else JSON (5, 0.5, [1, 2],
+    "text"); else the text itself."""
+    t = text.strip()
+    if (
+        t
+        and all(part.strip().isdigit() for part in t.replace(",", "x").split("x"))
+        and ("x" in t or "," in t)
+    ):
+        return [int(part) for part in t.replace(",", "x").split("x")]
+    try:
+        return json.loads(t)
+    except ValueError:
+        return t
+
+
+def parse_input_values(specs: list[str]) -> dict:
+    """['k=5', 'sizes=[1, 3, 64, 64]'] -> {'k': 5, 'sizes': [1, 3, 64, 64]}."""
+    values = {}
+    for spec in specs:
+        name, sep, text = spec.partition("=")
+        if not sep or not name.strip() or not text.strip():
+            raise ValueError(f"--input-value '{spec}': expected NAME=VALUE, e.g. k=5 or sizes=[1,3,64,64]")
+        value = parse_value(text)
+        if isinstance(value, str):
+            raise ValueError(f"--input-value '{spec}': '{text}' is not a number or a list of numbers")
+        values[name.strip()] = value
+    return values
