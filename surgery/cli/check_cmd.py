@@ -207,9 +207,9 @@ def run(args) -> int:
         use_disk_cache(previous)
     try:
         rules = load_rules(None)
-    except RuleError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+    except RuleError as exc:  # suggestions are a help, the verdicts stand without them
+        print(f"warning: no fix suggestions: {exc}", file=sys.stderr)
+        rules = []
     suggestions = suggestions_for(model.proto, reports, rules)
     if args.format == "json":
         out = []

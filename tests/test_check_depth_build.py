@@ -1,0 +1,42 @@
+"""`check --depth build` accepts a model exactly when `build` builds it, for every backend that builds here
+(issue: check and build must give one answer). The samples cover parse refusals, build-only refusals (an If
+whose branches differ in rank, a dynamic input without a profile) and healthy models."""
+
+import importlib.util
+
+import pytest
+
+from surgery.backends.base import BuildOptions, Outcome
+from surgery.build import build_model
+from surgery.diagnose import check_one, clear_cache
+from surgery.samples import SAMPLES, build
+
+BACKENDS = [
+    b
+    for b, module in (
+        ("onnxruntime", "onnxruntime"),
+        ("openvino", "openvino"),
+        ("tvm", "tvm"),
+        ("tensorrt", "tensorrt_rtx"),
+    )
+    if importlib.util.find_spec(module) is not None
+]
+# TVM compiles and TensorRT builds take seconds each: a slice that holds every kind of outcome
+SLOW = {"tvm", "tensorrt"}
+SLICE = ["healthy_cnn", "if_branch_shapes", "squeeze_dynamic", "unique_op", "int64_out_of_range", "ml_scaler"]
+
+
+@pytest.mark.parametrize(
+    ("backend", "name"),
+    [(b, n) for b in BACKENDS for n in (SLICE if b in SLOW else sorted(SAMPLES))],
+)
+def test_check_at_build_depth_accepts_exactly_what_build_builds(backend, name, tmp_path):
+    model = build(name)
+    clear_cache()
+    report = check_one(model, backend, depth="build")
+    built = build_model(backend, model, BuildOptions(measure=False, out_dir=str(tmp_path)))
+    accepted = report.outcome is Outcome.ACCEPTS
+    assert accepted == built.ok, (report.reasons(), built.error)
+    if not built.ok:  # the builder's words reach the check
+        words = [m.words for m in report.messages] + [v.words for v in report.verdicts]
+        assert report.outcome is not Outcome.ACCEPTS and any(words), report.to_dict()
