@@ -4,10 +4,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if [ ! -x /usr/bin/chromium ]; then
-  echo "== installing Debian's chromium (browser tests drive it headless; no browser is downloaded)"
+# Debian's chromium (browser tests drive it headless; no browser is downloaded) and graphviz (the graph view lays
+# out with dot where it is installed; without it the builtin layout is used, and its tests still run)
+missing=""
+[ -x /usr/bin/chromium ] || missing="$missing chromium"
+command -v dot >/dev/null || missing="$missing graphviz"
+if [ -n "$missing" ]; then
+  echo "== installing Debian's$missing"
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
-  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium >/dev/null
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq $missing >/dev/null
 fi
 
 echo "== installing onnx-surgery with all backends and test tools"

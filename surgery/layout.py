@@ -108,6 +108,33 @@ def _layers(
     return {v: d - low for v, d in layer.items()}
 
 
+def _topological(ids: list[str], edges: list[tuple[str, str]]) -> list[str]:
+    """`ids` in a topological order of `edges` (Kahn's, the given order breaking ties); nodes on a cycle follow
+    in the given order (their edges against it are then laid out reversed)."""
+    import heapq
+
+    at = {v: i for i, v in enumerate(ids)}
+    indeg = dict.fromkeys(ids, 0)
+    out: dict[str, list[str]] = defaultdict(list)
+    for a, b in edges:
+        out[a].append(b)
+        indeg[b] += 1
+    ready = [at[v] for v in ids if indeg[v] == 0]
+    heapq.heapify(ready)
+    order: list[str] = []
+    while ready:
+        v = ids[heapq.heappop(ready)]
+        order.append(v)
+        for w in out[v]:
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                heapq.heappush(ready, at[w])
+    if len(order) < len(ids):
+        placed = set(order)
+        order += [v for v in ids if v not in placed]
+    return order
+
+
 def _isotonic(want: list[float], widths: list[float], gap: float) -> list[float]:
     """x positions in the given order, each box at least `gap` from the next, as near `want` as possible
     (least squares): pool-adjacent-violators on the offsets."""
@@ -130,7 +157,7 @@ def _isotonic(want: list[float], widths: list[float], gap: float) -> list[float]
 
 
 def _builtin(sizes, edges, gap_x, gap_y, anchors=None) -> Layout:
-    ids = list(sizes)
+    ids = _topological(list(sizes), edges)
     rank = {v: i for i, v in enumerate(ids)}
     succ: dict[str, list[str]] = defaultdict(list)
     pred: dict[str, list[str]] = defaultdict(list)

@@ -197,7 +197,9 @@ with right:
         node = facts.node(key)
         st.subheader(f"{node.op_type} `{key}`")
         st.caption(
-            f"domain: {node.domain or 'ai.onnx'}" + (f" · name: {node.name}" if node.name != key else "")
+            md_escape(
+                f"domain: {node.domain or 'ai.onnx'}" + (f" · name: {node.name}" if node.name != key else "")
+            )
         )
         for r in reports:
             v = r.by_node().get(key)
@@ -251,10 +253,10 @@ with right:
                 producer = facts.producer_of(x)
                 const = " · constant" if facts.is_constant(x) else ""
                 c1, c2 = st.columns([3, 1])
-                c1.markdown(f"`{idx}` {x}  \n{info.dtype_name} {info.shape_str()}{const}")
+                c1.markdown(f"`{idx}` {md_escape(x)}  \n{info.dtype_name} {info.shape_str()}{const}")
                 if producer is not None:
                     c2.button(
-                        producer.op_type,
+                        md_escape(producer.op_type),
                         key=f"in-{idx}-{x}",
                         on_click=select,
                         args=(facts.keys[facts.producer[x]],),
@@ -266,13 +268,13 @@ with right:
             st.markdown("**Outputs**")
             for o in node.output:
                 info = facts.info(o)
-                st.markdown(f"{o}  \n{info.dtype_name} {info.shape_str()}")
+                st.markdown(f"{md_escape(o)}  \n{info.dtype_name} {info.shape_str()}")
                 value = constant_value(facts, o)
                 if value is not None:
                     st.caption(f"value: {np.array2string(value, threshold=64)}")
                 for j in facts.consumers.get(o, [])[:8]:
                     st.button(
-                        f"→ {ws.current.graph.node[j].op_type} {facts.keys[j]}",
+                        f"→ {md_escape(ws.current.graph.node[j].op_type)} {md_escape(facts.keys[j])}",
                         key=f"out-{o}-{j}",
                         on_click=select,
                         args=(facts.keys[j],),
