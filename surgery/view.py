@@ -135,6 +135,34 @@ def status_of(verdict: Verdict | None) -> str:
     return {Status.SUPPORTED: "supported", Status.REJECTED: "rejected"}.get(verdict.status, "unknown")
 
 
+def _memo(facts: GraphFacts, key: str, make):
+    """Per-model-version facts the view derives once (names, op types, constant-only nodes): kept on the
+    GraphFacts object, which the app caches per model version."""
+    memo = facts.__dict__.setdefault("_view_memo", {})
+    if key not in memo:
+        memo[key] = make()
+    return memo[key]
+
+
+def _constant_nodes(facts: GraphFacts) -> frozenset[int]:
+    """Nodes whose every output is computable from constants only (weights, shape arithmetic on weights)."""
+
+    def make():
+        outs: dict[int, int] = defaultdict(int)
+        const: dict[int, int] = defaultdict(int)
+        for t, i in facts.producer.items():
+            outs[i] += 1
+            if t in facts.constant:
+                const[i] += 1
+        return frozenset(i for i, n in outs.items() if const[i] == n)
+
+    return _memo(facts, "constant_nodes", make)
+
+
+def _ops(facts: GraphFacts) -> list[str]:
+    return _memo(facts, "ops", lambda: [n.op_type for n in facts.model.graph.node])
+
+
 def _parts(name: str) -> list[str]:
     return [p for p in name.split("/") if p]
 
@@ -146,7 +174,28 @@ def _scope(name: str, depth: int) -> str:
 
 
 def _names(facts: GraphFacts) -> list[str]:
-    return [n.name or k for n, k in zip(facts.model.graph.node, facts.keys)]
+    """Node names (the key where a node has none). A key is the name itself unless the name is empty or
+    repeated (then it is Op#index): only those nodes' names are read from the model."""
+
+    def make():
+        nodes = facts.model.graph.node
+        return [(nodes[i].name or k) if "#" in k else k for i, k in enumerate(facts.keys)]
+
+    return _memo(facts, "names", make)
+
+
+def _scopes(facts: GraphFacts, depth: int) -> list[str]:
+    """`_scope(name, depth)` of every node, computed once per model version and depth."""
+
+    def make():
+        parts = _memo(facts, "parts", lambda: [_parts(n) for n in _names(facts)])
+        return ["/" + "/".join(p[:depth]) if len(p) > depth else "" for p in parts]
+
+    return _memo(facts, f"scopes{depth}", make)
+
+
+def _scope_at(facts: GraphFacts, i: int, depth: int) -> str:
+    return _scopes(facts, depth)[i]
 
 
 def scope_members(facts: GraphFacts, scope: str) -> list[int]:
@@ -164,7 +213,7 @@ def scope_members(facts: GraphFacts, scope: str) -> list[int]:
         return [
             i
             for i in facts.order
-            if (not base or names[i].startswith(base + "/")) and not _scope(names[i], depth + 1)
+            if (not base or names[i].startswith(base + "/")) and not _scope_at(facts, i, depth + 1)
         ]
     return [i for i in facts.order if names[i].startswith(scope + "/")]
 
@@ -201,14 +250,23 @@ def search(facts: GraphFacts, text: str, limit: int = 50) -> list[str]:
     t = text.strip().lower()
     if not t:
         return []
-    nodes = facts.model.graph.node
-    hits = [
-        k
-        for k, n in zip(facts.keys, nodes)
-        if t in k.lower() or t in n.name.lower() or t in n.op_type.lower()
-    ]
-    exact = [k for k in hits if nodes[facts.index[k]].op_type.lower() == t]
-    return list(dict.fromkeys(exact + hits))[:limit]
+    hay = _memo(
+        facts,
+        "search",
+        lambda: [
+            (k, f"{k}\n{name}".lower(), op.lower())
+            for k, name, op in zip(facts.keys, (n.name for n in facts.model.graph.node), _ops(facts))
+        ],
+    )
+    exact, hits = [], []
+    for k, names, op in hay:
+        if op == t:
+            exact.append(k)
+        elif t in names or t in op:
+            hits.append(k)
+        if len(exact) >= limit:
+            break
+    return (exact + hits)[:limit]
 
 
 def next_rejected(verdicts: dict[str, Verdict], facts: GraphFacts, current: str | None) -> str | None:
@@ -254,16 +312,14 @@ def groups_of(facts: GraphFacts, members: list[int], scope: str | None) -> list[
     depth below `scope` that gives at least MIN_GROUPS groups; runs of consecutive groups (or plain runs of the
     topological order, for flat names) are merged into `range:` groups when there would be more than
     MAX_GROUPS."""
-    names = _names(facts)
     base = scope if scope and not scope.startswith(("range:", "level:", "block:")) else ""
     depth0 = len(_parts(base))
     groups: dict[str, list[int]] = {}
     for depth in range(depth0 + 1, depth0 + 6):
         groups = defaultdict(list)
+        here, above = _scopes(facts, depth), _scopes(facts, depth - 1) if depth > 1 else None
         for i in members:
-            groups[
-                _scope(names[i], depth) or f"level:{_scope(names[i], depth - 1) if depth > 1 else ''}"
-            ].append(i)
+            groups[here[i] or f"level:{above[i] if above else ''}"].append(i)
         if len(groups) >= MIN_GROUPS:
             break
     if MIN_GROUPS <= len(groups) <= MAX_GROUPS:
@@ -289,8 +345,7 @@ def groups_of(facts: GraphFacts, members: list[int], scope: str | None) -> list[
 
 
 def _constant_only(facts: GraphFacts, i: int) -> bool:
-    outs = [o for o in facts.model.graph.node[i].output if o]
-    return bool(outs) and all(o in facts.constant for o in outs)
+    return i in _constant_nodes(facts)
 
 
 def _first_reader(facts: GraphFacts, i: int, pos: dict[int, int]) -> int | None:
@@ -322,7 +377,8 @@ def structural_groups(facts: GraphFacts, members: list[int]) -> list[tuple[str, 
     blocks: a residual Add, a Concat, a transition), and each constant-only node (weights, shapes) in the group
     of the node that reads it. Ids are ``block:A-B`` (topological positions)."""
     pos = {i: p for p, i in enumerate(facts.order)}
-    main = [i for i in members if not _constant_only(facts, i)] or list(members)
+    constant = _constant_nodes(facts)
+    main = [i for i in members if i not in constant] or list(members)
     m = len(main)
     at = {i: k for k, i in enumerate(main)}
     diff = [0] * (m + 1)
@@ -448,8 +504,10 @@ def _is_small(node) -> bool:
 
 def _group_label(label: str, members: list[int], facts: GraphFacts) -> str:
     """Its name, node count and top op types (of the nodes that compute from the inputs, where there are)."""
-    main = [i for i in members if not _constant_only(facts, i)] or members
-    ops = Counter(facts.model.graph.node[i].op_type for i in main)
+    constant = _constant_nodes(facts)
+    main = [i for i in members if i not in constant] or members
+    op_of = _ops(facts)
+    ops = Counter(op_of[i] for i in main)
     top = ", ".join(f"{op} {n}" for op, n in ops.most_common(3))
     name = label if len(label) <= 34 else "…" + label[-33:]
     return f"{name}\n{len(members)} nodes · {top}"
@@ -568,15 +626,24 @@ def _draw(
                 )
             )
             add_edge(nid, r, tensor_label(info))
-    for i in sorted(drawn, key=pos_of.__getitem__):
-        if i in small:
+    producer, seen = facts.producer, set()
+    for x, readers in facts.consumers.items():  # every read, subgraphs' outer reads included
+        p = producer.get(x)
+        if p is None or p in small:
             continue
-        for x in _all_inputs(graph.node[i]):
-            p = facts.producer.get(x)
-            if p is not None and p in drawn and p not in small:
-                add_edge(
-                    drawn[p], drawn[i], "" if drawn[p].startswith("group:") else tensor_label(facts.info(x))
-                )
+        a = drawn.get(p)
+        if a is None:
+            continue
+        grouped = a.startswith("group:")
+        label = None
+        for i in readers:
+            b = drawn.get(i)
+            if b is None or b == a or i in small or (a, b) in seen:
+                continue
+            seen.add((a, b))
+            if label is None:
+                label = "" if grouped else tensor_label(facts.info(x))
+            add_edge(a, b, label)
     for name in facts.graph_outputs:
         p = facts.producer.get(name)
         if p is not None and p in drawn:
