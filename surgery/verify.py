@@ -151,6 +151,28 @@ def _cone(model: ModelProto, names: list[str]) -> ModelProto | None:
     return out
 
 
+def _zipmap_keys(model: ModelProto, name: str) -> list | None:
+    """The class labels of the ZipMap that writes `name` (the order of its maps' keys), if one does."""
+    from onnx import helper
+
+    for node in model.graph.node:
+        if node.op_type == "ZipMap" and name in node.output:
+            for attr in node.attribute:
+                if attr.name in ("classlabels_int64s", "classlabels_strings"):
+                    keys = helper.get_attribute_value(attr)
+                    return [k.decode() if isinstance(k, bytes) else k for k in keys]
+    return None
+
+
+def _maps_as_rows(value, keys: list | None) -> tuple[np.ndarray, bool]:
+    """(array, was a sequence of maps): a sequence of maps (ZipMap's output) becomes [N, classes] float32 with
+    the columns in `keys` order (else the first map's), so that it compares with the probability tensor."""
+    if isinstance(value, list) and value and all(isinstance(m, dict) for m in value):
+        order = keys if keys is not None and set(keys) == set(value[0]) else list(value[0])
+        return np.array([[m[k] for k in order] for m in value], np.float32), True
+    return np.asarray(value), False
+
+
 def _run(model: ModelProto, feeds, base_dir):
     from surgery.ort import make_session
 
@@ -262,8 +284,16 @@ def verify(
     notes += [f"new output '{n}'" for n in unmatched_b]
     outputs = []
     for name, other_name in pairs:
-        value, other = np.asarray(a[name]), np.asarray(b[other_name])
+        keys = _zipmap_keys(original, name)
+        value, was_maps = _maps_as_rows(a[name], keys)
+        other, is_maps = _maps_as_rows(b[other_name], keys)
         renamed = other_name if other_name != name else ""
+        if was_maps != is_maps:  # ZipMap dropped: its maps are compared with the tensor, key by key
+            change = (
+                "a sequence of maps became a tensor" if was_maps else "a tensor became a sequence of maps"
+            )
+            notes.append(f"output '{name}': {change}")
+            failed = failed or safety is not Safety.CHANGES_SEMANTICS
         if value.shape != other.shape:
             note = f"shape {value.shape} became {other.shape}"
             outputs.append(OutputError(name, np.inf, np.inf, value.shape, note, str(value.dtype), renamed))
