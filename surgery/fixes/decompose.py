@@ -20,7 +20,13 @@ from surgery.graph import GraphFacts
 
 DECOMPOSITIONS: dict[tuple[str, str], Callable] = {}
 # modules with more decompositions, imported on first use (each registers its functions)
-FAMILIES = ("surgery.fixes.decompose_ml", "surgery.fixes.decompose_quantized", "surgery.fixes.decompose_ops")
+FAMILIES = (
+    "surgery.fixes.decompose_ml",
+    "surgery.fixes.decompose_ml_svm",
+    "surgery.fixes.decompose_ml_trees",
+    "surgery.fixes.decompose_quantized",
+    "surgery.fixes.decompose_ops",
+)
 
 
 def decomposition(domain: str, op: str):
@@ -38,6 +44,16 @@ def _load_families() -> None:
 
     for module in FAMILIES:
         importlib.import_module(module)
+
+
+def standard_opset(model: ModelProto) -> int:
+    """The ai.onnx opset decompositions emit ops for: the model's, else (a model importing only ai.onnx.ml, as
+    onnxmltools writes XGBoost) the newest its IR version allows, at most 17; decompose() then imports it."""
+    version = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    if version is not None:
+        return version
+    allowed = [row[2] for row in helper.VERSION_TABLE if row[1] <= max(model.ir_version, 3)]
+    return min(max(allowed), 17)
 
 
 def _attrs(node: NodeProto) -> dict:
@@ -155,6 +171,19 @@ def mish(node, facts, fresh):
     ], []
 
 
+def _retype_outputs(model: ModelProto, produced: set[str]) -> None:
+    """A graph output that a decomposition turned into a tensor (ZipMap's sequence of maps becomes the
+    probabilities) is declared with the type shape inference gives it."""
+    stale = [vi for vi in model.graph.output if vi.name in produced and not vi.type.HasField("tensor_type")]
+    if not stale:
+        return
+    for vi in stale:
+        vi.ClearField("type")
+    facts = GraphFacts.of(model)
+    for vi in stale:
+        vi.CopyFrom(facts.value_info(vi.name))
+
+
 @register(
     "decompose",
     safety=Safety.EXACT,
@@ -180,6 +209,11 @@ def decompose(model: ModelProto, node: str) -> ModelProto:
     new_nodes, inits = fn(n, facts, lambda what: fresh_name(out, f"{prefix}/{what}"))
     replace_node(out.graph, i, new_nodes)
     out.graph.initializer.extend(inits)
+    if any(m.domain in ("", "ai.onnx") for m in new_nodes) and not any(
+        o.domain in ("", "ai.onnx") for o in out.opset_import
+    ):
+        out.opset_import.append(helper.make_opsetid("", standard_opset(model)))
+    _retype_outputs(out, {o for m in new_nodes for o in m.output})
     used = {m.domain for m in out.graph.node}
     if domain and domain not in used:
         kept = [helper.make_opsetid(o.domain, o.version) for o in out.opset_import if o.domain != domain]
