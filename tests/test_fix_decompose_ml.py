@@ -8,7 +8,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from surgery.fixes import FixError, get_fix
+from surgery.fixes import FixError, decompose_ml_leaf_index, get_fix
 from surgery.ort import make_session
 from surgery.verify import verify
 
@@ -59,6 +59,14 @@ def grid_inputs(rng, n, features, nan=0.1, dtype=np.float32):
 
 
 # -- random tree ensembles, written as the converters write them ------------------------------------------------
+@pytest.fixture(params=["gemm", "traversal"])
+def formulation(request, monkeypatch):
+    """Every tree test runs with both formulations of the leaf index (traversal: as for very deep trees)."""
+    if request.param == "traversal":
+        monkeypatch.setattr(decompose_ml_leaf_index, "MAX_PATH_ENTRIES", 0)
+    return request.param
+
+
 def random_trees(rng, n_trees, features, max_depth=4, modes=("BRANCH_LEQ",), missing=0.0, shared_eq=False):
     """nodes_* attributes of `n_trees` random trees (root first in each tree, the other nodes shuffled) and the
     leaves as (tree id, node id). shared_eq: a LightGBM-style chain of BRANCH_EQ nodes sharing one true child."""
@@ -152,7 +160,7 @@ def tree_classifier(rng, classes, style, *, labels=None, base=None, post="NONE",
 
 @pytest.mark.parametrize("post", TRANSFORMS)
 @pytest.mark.parametrize("style", ["all", "tree", "some"])
-def test_tree_classifier_multiclass(post, style):
+def test_tree_classifier_multiclass(post, style, formulation):
     rng = np.random.default_rng(len(post) * 7 + len(style))
     for base in (None, [0.25, -0.5, 0.125, 0.0]):
         model = tree_classifier(rng, 4, style, labels=[3, 1, 7, 5], base=base, post=post, missing=0.5)
@@ -176,13 +184,13 @@ BINARY = [  # (class ids scored, base values, weight sign): what GBM, LightGBM, 
 
 @pytest.mark.parametrize("post", ["NONE", "LOGISTIC", "SOFTMAX"])
 @pytest.mark.parametrize("scored, base, sign", BINARY)
-def test_tree_classifier_binary_follows_onnxruntime(scored, base, sign, post):
+def test_tree_classifier_binary_follows_onnxruntime(scored, base, sign, post, formulation):
     rng = np.random.default_rng(11)
     model = tree_classifier(rng, 2, scored, labels=[3, 7], base=base, post=post, sign=sign, missing=0.3)
     decomposed(model, {"x": grid_inputs(rng, 300, 4)})
 
 
-def test_tree_classifier_every_mode_missing_tracks_and_a_shared_subtree():
+def test_tree_classifier_every_mode_missing_tracks_and_a_shared_subtree(formulation):
     rng = np.random.default_rng(5)
     modes = ("BRANCH_LEQ", "BRANCH_LT", "BRANCH_GTE", "BRANCH_GT", "BRANCH_EQ", "BRANCH_NEQ")
     model = tree_classifier(
@@ -194,7 +202,7 @@ def test_tree_classifier_every_mode_missing_tracks_and_a_shared_subtree():
 
 
 @pytest.mark.parametrize("dtype", [F64, I64])
-def test_tree_classifier_double_and_integer_inputs(dtype):
+def test_tree_classifier_double_and_integer_inputs(dtype, formulation):
     rng = np.random.default_rng(3)
     nodes, leaves = random_trees(rng, 4, 3, missing=0.5)
     attrs = {
@@ -213,7 +221,7 @@ def test_tree_classifier_double_and_integer_inputs(dtype):
 
 @pytest.mark.parametrize("how", ["SUM", "AVERAGE", "MIN", "MAX"])
 @pytest.mark.parametrize("targets", [1, 3])
-def test_tree_regressor(how, targets):
+def test_tree_regressor(how, targets, formulation):
     rng = np.random.default_rng(targets * 10 + len(how))
     nodes, leaves = random_trees(rng, 6, 4, missing=0.4, modes=("BRANCH_LEQ", "BRANCH_LT"))
     style = "all" if targets == 1 else "some"
@@ -231,7 +239,7 @@ def test_tree_regressor(how, targets):
         decomposed(model, {"x": grid_inputs(rng, 300, 4)}, rtol=1e-5)
 
 
-def test_tree_regressor_single_target_probit_and_leaves_without_weights():
+def test_tree_regressor_single_target_probit_and_leaves_without_weights(formulation):
     rng = np.random.default_rng(8)
     nodes, leaves = random_trees(rng, 3, 4)
     weights = leaf_weights(rng, leaves[::2], 1, "all", prefix="target")  # half the leaves have no weight
@@ -310,7 +318,7 @@ def _as_double(model):
 
 
 @pytest.mark.parametrize("post", [0, 1, 2, 3, 4])
-def test_tree_ensemble_opset5_on_doubles(post):
+def test_tree_ensemble_opset5_on_doubles(post, formulation):
     rng = np.random.default_rng(post)
     model = _as_double(_v5(rng, 3, 3, 1, post))
     x = np.round(grid_inputs(rng, 200, 4, dtype=np.float64) * 2)
@@ -319,11 +327,25 @@ def test_tree_ensemble_opset5_on_doubles(post):
 
 @pytest.mark.parametrize("how", [0, 1, 2, 3])
 @pytest.mark.parametrize("targets, post", [(1, 0), (2, 2), (3, 1)])
-def test_tree_ensemble_opset5_with_set_membership(how, targets, post):
+def test_tree_ensemble_opset5_with_set_membership(how, targets, post, formulation):
     rng = np.random.default_rng(how * 5 + targets)
     model = _v5(rng, 4, targets, how, post)
     # categorical values are integers: there onnxruntime's set membership is the spec's (x in the set)
     decomposed(model, {"x": np.round(grid_inputs(rng, 300, 4) * 2)}, rtol=1e-5)
+
+
+def test_a_deep_forest_goes_through_tree_traversal():
+    # as a default scikit-learn random forest: hundreds of leaves per tree, a path matrix too large for GEMM
+    rng = np.random.default_rng(21)
+    nodes, leaves = random_trees(rng, 30, 4, max_depth=16, missing=0.2)
+    attrs = {**nodes, **leaf_weights(rng, leaves, 3, "all", "pos"), "classlabels_int64s": [0, 1, 2]}
+    model = model_of(
+        "TreeEnsembleClassifier", [("x", F, ["N", 4])], [("l", I64, ["N"]), ("p", F, ["N", 3])], **attrs
+    )
+    out = decomposed(model, {"x": grid_inputs(rng, 500, 4)}, rtol=1e-5)
+    assert "GatherElements" in {n.op_type for n in out.graph.node} and "MatMul" not in {
+        n.op_type for n in out.graph.node
+    }
 
 
 # -- linear models and preprocessing ----------------------------------------------------------------------------
