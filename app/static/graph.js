@@ -26,6 +26,8 @@ export default function (component) {
 }
 
 const FONT = { op: 14, group: 14, constant: 11, input: 12, output: 12 };
+// vertical margins that make each kind's box as tall as the layout reserved (cheaper than heightConstraint)
+const MARGIN_Y = { op: 8, group: 11, constant: 5, input: 6, output: 6 };
 const ON_DARK = new Set(['supported', 'rejected']);
 const MIN_LABEL_PX = 11;
 
@@ -39,7 +41,7 @@ function groupStyle(n) {
     color: { background: n.color, border: border,
              highlight: { background: n.color, border: '#123f8c' }, hover: { background: n.color, border: '#123f8c' } },
     font: { size: FONT[n.kind] || 13, color: dark ? '#ffffff' : '#1d2733', face: 'arial' },
-    heightConstraint: { minimum: n.h, valign: 'middle' },
+    margin: { top: MARGIN_Y[n.kind] || 6, bottom: MARGIN_Y[n.kind] || 6, left: 8, right: 8 },
     shapeProperties: { borderRadius: n.kind === 'input' || n.kind === 'output' ? 12 : n.kind === 'group' ? 6 : 3 },
     borderWidth: n.kind === 'group' ? 2 : 1,
   };
@@ -53,7 +55,8 @@ function build(root, el, data, send) {
     const g = groupName(n);
     if (!groups[g]) groups[g] = groupStyle(n);
     st.byId.set(n.id, n);
-    return { id: n.id, label: n.label, x: n.x, y: n.y, group: g, widthConstraint: { minimum: n.w, maximum: n.w } };
+    // the box fills the width the layout reserved (an estimate at least as wide as the label: no wrapping)
+    return { id: n.id, label: n.label, x: n.x, y: n.y, group: g, widthConstraint: { minimum: n.w } };
   });
   st.order = data.nodes.filter((n) => n.kind === 'op' || n.kind === 'group').map((n) => n.id);
   st.edges = data.edges.map((e) => edgeGeometry(e, data.curved));
@@ -89,6 +92,7 @@ function build(root, el, data, send) {
   wheelAndKeys(st);
   update(st, data, true);
   initialView(st, data);
+  st.ready = true;
   requestAnimationFrame(() => el.setAttribute('data-drawn', '1'));
   st.destroy = () => {
     for (const [target, type, fn, opts] of st.listeners) target.removeEventListener(type, fn, opts);
@@ -134,6 +138,7 @@ function edgeGeometry(e, curved) {
 }
 
 function drawEdges(st, ctx) {
+  if (!st.ready) return;  // nothing before the first view is set (vis-network first fits the whole graph)
   const net = st.network;
   const scale = net.getScale();
   const a = net.DOMtoCanvas({ x: 0, y: 0 });
@@ -210,7 +215,7 @@ function arrow(ctx, e, scale) {
 }
 
 function drawBadges(st, ctx) {
-  const withBadge = st.data.nodes.filter((n) => n.badge);
+  const withBadge = st.badged || [];
   if (!withBadge.length) return;
   ctx.save();
   ctx.font = 'bold 11px arial';
@@ -242,7 +247,7 @@ function update(st, data, first) {
   }
   if (changed.length) st.nodes.update(changed);
   st.data = data;
-  st.shapes = data.shapes;
+  st.badged = data.nodes.filter((n) => n.badge);
   const chosen = data.nodes.filter((n) => n.ref && n.ref === data.selected).map((n) => n.id);
   st.selectedIds = new Set(chosen);
   st.network.selectNodes(chosen, false);
@@ -444,8 +449,13 @@ function minimapImage(st, mm) {
 
 function drawMinimapView(st) {
   const mm = st.root.querySelector('.graph-minimap');
-  if (!mm || !st.data) return;
-  if (!st.minimapImage) st.minimapImage = minimapImage(st, mm);
+  if (!mm || !st.data || !st.ready) return;
+  if (!st.minimapImage) {  // drawn after the graph's first frame, not before it
+    if (!st.minimapPending) {
+      st.minimapPending = setTimeout(() => { st.minimapPending = null; st.minimapImage = minimapImage(st, mm); drawMinimapView(st); }, 0);
+    }
+    return;
+  }
   const c = mm.getContext('2d');
   c.drawImage(st.minimapImage, 0, 0);
   const m = st.minimapMap;
