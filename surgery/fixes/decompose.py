@@ -26,6 +26,7 @@ FAMILIES = (
     "surgery.fixes.decompose_ml_trees",
     "surgery.fixes.decompose_quantized",
     "surgery.fixes.decompose_ops",
+    "surgery.fixes.decompose_contrib",
 )
 
 
