@@ -488,6 +488,39 @@ def test_stft_refusals():
         fix(model, node="n")
 
 
+# -- OneHot -----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "shape, axis, itype, depth_type",
+    [
+        ([5], -1, T.INT64, np.int64),
+        ([2, 3], 1, T.INT32, np.float32),
+        ([2, 3], 0, T.INT64, np.int64),
+        ([2, 3], -1, T.FLOAT, np.float32),  # float indices are truncated to int64
+        ([4], -2, T.INT64, np.float32),
+    ],
+)
+def test_one_hot(shape, axis, itype, depth_type):
+    #   indices -> OneHot(depth=4, values=[off, on]; axis) -> y: out-of-range and negative indices included
+    depth = 4
+    d, v = init("d", np.array(depth, depth_type)), init("v", np.array([-1.5, 2.0], np.float32))
+    out_shape = list(shape)
+    out_shape.insert(axis % (len(shape) + 1), depth)
+    model = one("OneHot", [vi("i", shape, itype), d, v], [vi("y", out_shape)], [d, v], 11, axis=axis)
+    indices = RNG.integers(-depth - 2, depth + 2, shape).astype(helper.tensor_dtype_to_np_dtype(itype))
+    if itype == T.FLOAT:
+        indices = indices + np.float32(0.4)
+    exact(model, {"i": indices}, bound=0.0)
+
+
+def test_one_hot_refusals():
+    v = init("v", np.array([0.0, 1.0], np.float32))
+    model = one("OneHot", [vi("i", [3], T.INT64), vi("d", [], T.INT64), v], [vi("y", [3, "n"])], [v], 11)
+    with pytest.raises(FixError, match=r"OneHot 'n': its depth \('d'\) is computed at run time"):
+        fix(model, node="n")
+
+
 # -- onnxruntime's contrib ops ---------------------------------------------------------------------------------
 
 
@@ -668,6 +701,20 @@ TRT_8_0 = {op for op, row in version_table("8.0")["ops"].items() if row["support
         pytest.param(one("Mod", [vi("a", [4]), vi("b", [4])], [vi("y", [4])], opset=13, fmod=1), id="fmod"),
         pytest.param(one("Gelu", [vi("x", [4])], [vi("y", [4])], opset=20), id="Gelu"),
         pytest.param(one("Bernoulli", [vi("p", [4])], [vi("y", [4])], opset=15), id="Bernoulli"),
+        pytest.param(
+            one(
+                "OneHot",
+                [
+                    vi("i", [4], T.INT64),
+                    init("d", np.array(3, np.int64)),
+                    init("v", np.array([0.0, 1.0], np.float32)),
+                ],
+                [vi("y", [4, 3])],
+                [init("d", np.array(3, np.int64)), init("v", np.array([0.0, 1.0], np.float32))],
+                opset=11,
+            ),
+            id="OneHot",
+        ),
     ],
 )
 def test_decompositions_emit_ops_tensorrt_8_0_imports(model):

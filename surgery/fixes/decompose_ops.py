@@ -570,3 +570,45 @@ def stft(node, facts, fresh):
     split = b.reshape(frames, [0, bins, 2, -1], "bins")
     b.op("Transpose", [split], out=node.output[0], perm=[0, 3, 1, 2])
     return b.done()
+
+
+# -- indexing ------------------------------------------------------------------------------------------------
+
+
+@decomposition("", "OneHot")
+def one_hot(node, facts, fresh):
+    """OneHot with a constant depth: Equal(indices, [0, depth)) along the new axis, Where(on, off). Negative
+    indices count from depth; indices outside [-depth, depth) match no position (all off); float indices are
+    cast to int64 first, as the op says."""
+    b = Ops(node, facts, fresh)
+    indices, values = node.input[0], node.input[2]
+    depth = int(b.constant(1, "depth").reshape(-1)[0])
+    axis = _attrs(node).get("axis", -1)
+    rank = facts.info(indices).rank
+    if axis != -1 and rank is None:
+        raise b.refuse(
+            f"the rank of '{indices}' is unknown and axis={axis}",
+            "freeze the input shapes first (or use axis=-1)",
+        )
+    out_rank = (rank or 0) + 1
+    axis = -1 if axis == -1 else axis % out_rank
+    it = b.dtype(indices, TensorProto.INT64)
+    if it not in (TensorProto.INT32, TensorProto.INT64):
+        indices, it = b.cast(indices, TensorProto.INT64, "indices_int"), TensorProto.INT64
+    trailing = 0 if axis == -1 else out_rank - 1 - axis
+    positions = np.arange(depth).reshape([depth] + [1] * trailing)
+    wrapped = b.op(
+        "Where",
+        [
+            b.op("Less", [indices, b.const(_f(0, it), what="zero")], "negative"),
+            b.op("Add", [indices, b.const(_f(depth, it), what="depth")], "from_end"),
+            indices,
+        ],
+        "wrapped",
+    )
+    expanded = b.unsqueeze(wrapped, [axis], "expanded")
+    hot = b.op("Equal", [expanded, b.const(positions.astype(np_type(it)), what="positions")], "hot")
+    off = b.op("Gather", [values, b.const(np.array(0, np.int64), what="off_index")], "off", axis=0)
+    on = b.op("Gather", [values, b.const(np.array(1, np.int64), what="on_index")], "on", axis=0)
+    b.op("Where", [hot, on, off], out=node.output[0])
+    return b.done()
