@@ -267,6 +267,9 @@ def test_a_600_node_model_opens_readable_with_tooltips(page, tmp_path, flat):
     assert float(canvas.get_attribute("data-label-px")) >= 11
     # centred on the first rejected node, else on the graph's inputs (the top of the graph)
     first = "/stage9/block4/Relu" if not flat else "n0_Relu"
+    # verdicts come in after the first draw, one target at a time: wait for the last one
+    page.locator('[data-testid="stAlert"]', has_text="onnxruntime").first.wait_for()
+    settle(page)
     hover_node(page, first)
     tip = page.locator(".graph-tooltip")
     tip.wait_for(state="visible", timeout=10_000)

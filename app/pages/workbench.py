@@ -40,10 +40,16 @@ sidebar.render()
 
 s = adapter.state()
 ws = adapter.workspace()
-with st.spinner("Reading the model and checking it with each target…"):
+with st.spinner("Reading the model…"):
     facts = adapter.facts()
-    reports = adapter.reports()
 n_nodes = len(ws.current.graph.node)
+# Draw first, verdicts after: each target is checked in its own run after the page is drawn, and the graph is
+# recoloured as each one finishes (the layout and the viewport stay).
+_fp = adapter.fingerprint()
+if s.get("_checked_fp") != _fp:
+    s._checked_fp, s._checked = _fp, set()
+pending = [] if adapter.check_pending() else [t for t in s.targets if t not in s._checked]
+reports = adapter.reports([t for t in s.targets if t in s._checked])
 
 
 def select(key: str | None) -> None:
@@ -71,7 +77,7 @@ with left:
     top = st.columns([1.5, 2.4, 0.5, 0.5, 1.05, 0.7], vertical_alignment="bottom")
     color_by = top[0].selectbox(
         "Colour by",
-        [r.backend for r in reports] or ["(no target)"],
+        list(s.targets) or ["(no target)"],
         key="color_by",
         help="which target's verdicts colour the graph",
     )
@@ -175,7 +181,7 @@ with left:
     if view.note:
         info[0].caption(md_escape(view.note))
     info[1].markdown(f"<div class='wb-legend'>{legend}</div>", unsafe_allow_html=True)
-    result = graph(view.payload(s.selected), key=f"graph-{adapter.fingerprint()}")
+    result = graph(view.payload(s.selected), key="graph")  # one element: a new model relays it out in place
     click = getattr(result, "selected", None)
     if isinstance(click, dict) and click.get("at") != s.get("_last_click_at"):
         s._last_click_at = click.get("at")
@@ -187,6 +193,7 @@ with left:
         st.rerun()
 
 with right:
+    checking = st.empty()
     for r in reports:
         show_report_banner(r)
     key = s.selected
@@ -335,3 +342,9 @@ with actions:
         mime="application/json",
         on_click="ignore",
     )
+
+if pending:  # the next target's verdicts, then a rerun to colour the graph with them
+    with checking.container(), st.spinner(f"Checking with {pending[0]}… ({len(pending)} to go)"):
+        adapter.reports([pending[0]])
+    s._checked.add(pending[0])
+    st.rerun()

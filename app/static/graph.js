@@ -86,7 +86,7 @@ function build(root, el, data, send) {
   });
   network.on('hoverNode', (p) => showTip(st, p.node, p.pointer.DOM));
   network.on('blurNode', () => hideTip(st));
-  network.on('dragStart', () => hideTip(st));
+  network.on('dragStart', () => { hideTip(st); st.moved = true; });
   tools(st);
   minimap(st);
   wheelAndKeys(st);
@@ -257,7 +257,12 @@ function update(st, data, first) {
   const btn = st.root.querySelector('[data-act="shapes"]');
   if (btn) btn.setAttribute('aria-pressed', st.data.shapes ? 'true' : 'false');
   st.minimapImage = null;
-  if (!first && chosen.length) keepInView(st, chosen[0]);
+  if (!first && !st.moved && data.start && data.start !== st.start) {
+    initialView(st, data);  // verdicts came in after the first draw and nobody moved: go to the first rejected
+  } else if (!first && chosen.length) {
+    keepInView(st, chosen[0]);
+  }
+  st.start = data.start;
   st.network.redraw();
 }
 
@@ -321,6 +326,7 @@ function noteScale(st) {
 }
 
 function zoomBy(st, factor, at) {
+  st.moved = true;
   const net = st.network;
   const s0 = net.getScale();
   const s1 = Math.min(4, Math.max(0.02, s0 * factor));
@@ -341,6 +347,7 @@ function tools(st) {
     const act = ev.target.closest('[data-act]');
     if (!act) return;
     const what = act.getAttribute('data-act');
+    st.moved = true;
     if (what === 'fit') { st.network.fit({ animation: false }); noteScale(st); }
     if (what === 'in') zoomBy(st, 1.25);
     if (what === 'out') zoomBy(st, 0.8);
@@ -355,6 +362,7 @@ function wheelAndKeys(st) {
     ev.preventDefault();
     ev.stopPropagation();
     hideTip(st);
+    st.moved = true;
     const r = st.el.getBoundingClientRect();
     if (ev.ctrlKey || ev.metaKey) {
       zoomBy(st, Math.exp(-ev.deltaY * 0.002), { x: ev.clientX - r.left, y: ev.clientY - r.top });
@@ -370,6 +378,7 @@ function wheelAndKeys(st) {
   listen(st, st.root, 'keydown', (ev) => {
     if (ev.target.closest('input, textarea')) return;
     const k = ev.key;
+    st.moved = true;
     if (k === 'n' || k === 'p') {
       const bad = st.order.filter((id) => st.byId.get(id).status === 'rejected');
       if (!bad.length) return;
@@ -416,6 +425,7 @@ function minimap(st) {
   const mm = st.root.querySelector('.graph-minimap');
   if (!mm) return;
   const go = (ev) => {
+    st.moved = true;
     const r = mm.getBoundingClientRect();
     const m = st.minimapMap;
     if (!m) return;

@@ -1,0 +1,163 @@
+"""The app as a user meets it, on big models: a real `streamlit run` server, Debian's headless Chromium (never
+downloaded) at 1600×1000.
+
+- open: from the page request until the graph is drawn (a model over 20k nodes is drawn first, collapsed, and
+  checked on request; a smaller one is checked with the default targets first);
+- search + focus: type a node's name in the search box, Enter (selects the first match), turn Focus on, until
+  the focus window around that node is drawn;
+- the server's peak memory (VmHWM of the streamlit process) against the weights' size, for a model whose
+  weights are in an external file.
+
+    python bench/app_open.py [--sizes 10000 100000] [--external-gib 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _models import transformer_stack  # noqa: E402
+from view_shots import ARGS, start_server, stop_server  # noqa: E402
+
+
+def peak_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def external_model(folder: Path, gib: float):
+    """11 nodes (MatMul/Add pairs and a Relu) whose weights, `gib` GiB in all, are in one external file."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper
+
+    n_weights = 5
+    rows = int(gib * 1024**3 / 4 / n_weights / 1024)
+    nodes, x = [], "x"
+    data = folder / "weights.bin"
+    offset, big = 0, []
+    chunk = np.full((1024 * 1024,), 0.001, np.float32).tobytes()
+    with open(data, "wb") as f:  # written a chunk at a time: never the whole weights in memory
+        for k in range(n_weights):
+            size = 1024 * rows * 4
+            written = 0
+            while written < size:
+                part = chunk[: min(len(chunk), size - written)]
+                f.write(part)
+                written += len(part)
+            t = TensorProto(name=f"W{k}", data_type=TensorProto.FLOAT)
+            t.dims[:] = [1024, rows] if k % 2 == 0 else [rows, 1024]
+            t.data_location = TensorProto.EXTERNAL
+            for key, value in (("location", data.name), ("offset", str(offset)), ("length", str(size))):
+                e = t.external_data.add()
+                e.key, e.value = key, value
+            offset += size
+            big.append(t)
+    for k in range(n_weights):
+        nodes.append(helper.make_node("MatMul", [x, f"W{k}"], [f"m{k}"], name=f"/layer{k}/MatMul"))
+        nodes.append(helper.make_node("Add", [f"m{k}", f"m{k}"], [f"a{k}"], name=f"/layer{k}/Add"))
+        x = f"a{k}"
+    nodes.append(helper.make_node("Relu", [x], ["y"], name="/out/Relu"))
+    last = 1024 if n_weights % 2 == 0 else rows
+    g = helper.make_graph(
+        nodes,
+        "external",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1024])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, last])],
+        big,
+    )
+    model = helper.make_model(g, ir_version=8, opset_imports=[helper.make_opsetid("", 17)])
+    path = folder / "external.onnx"
+    onnx.save(model, path)
+    return path, offset
+
+
+def open_and_time(browser, model: Path, search_for: str | None):
+    proc, url = start_server(model)
+    try:
+        page = browser.new_page(viewport={"width": 1600, "height": 1000})
+        page.set_default_timeout(600_000)
+        t = time.perf_counter()
+        page.goto(url)
+        page.locator(".wb-title b", has_text=model.name).wait_for()
+        page.locator(".graph-canvas[data-drawn='1']").wait_for()
+        page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')")
+        opened = time.perf_counter() - t
+        drawn = page.locator(".graph-canvas").get_attribute("data-node-count")
+        found = None
+        if search_for:
+            box = page.locator(".st-key-search input")
+            t = time.perf_counter()
+            box.fill(search_for)
+            box.press("Enter")
+            page.wait_for_function(
+                "(key) => { const g = globalThis.__onnxSurgeryGraph; return g && g.data.selected === key; }",
+                arg=search_for,
+            )
+            page.locator(".st-key-focus label").click()
+            page.wait_for_function(
+                "(key) => { const g = globalThis.__onnxSurgeryGraph; return g && g.data.selected === key"
+                " && g.data.nodes.length < 200 && g.byId.has(key); }",
+                arg=search_for,
+            )
+            found = time.perf_counter() - t
+        page.close()
+        return opened, int(drawn), found, peak_rss_mib(proc.pid)
+    finally:
+        stop_server(proc)
+
+
+def main() -> None:
+    import onnx
+    from playwright.sync_api import sync_playwright
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", type=int, nargs="*", default=[10000, 100000])
+    ap.add_argument("--external-gib", type=float, default=2.0, help="0 to skip")
+    args = ap.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=ARGS)
+        for size in args.sizes:
+            model = transformer_stack(size)
+            path = Path(tmp) / f"transformer_{size}.onnx"
+            onnx.save(model, path)
+            target = next(
+                n.name for n in model.graph.node[len(model.graph.node) // 2 :] if n.op_type == "Softmax"
+            )
+            opened, drawn, found, rss = open_and_time(browser, path, target)
+            rows.append(
+                (f"transformer stack, {len(model.graph.node):,} nodes", opened, drawn, found, rss, "")
+            )
+            print(rows[-1], flush=True)
+        if args.external_gib:
+            path, size = external_model(Path(tmp), args.external_gib)
+            opened, drawn, found, rss = open_and_time(browser, path, None)
+            rows.append(
+                (
+                    "11 nodes + external weights",
+                    opened,
+                    drawn,
+                    None,
+                    rss,
+                    f"{size / 1024**3:.2f} GiB of weights",
+                )
+            )
+            print(rows[-1], flush=True)
+        browser.close()
+    print("\n| model | open until drawn s | boxes drawn | search + focus s | server peak RSS MiB | note |")
+    print("|---|---|---|---|---|---|")
+    for name, opened, drawn, found, rss, note in rows:
+        f = "-" if found is None else f"{found:.2f}"
+        print(f"| {name} | {opened:.2f} | {drawn} | {f} | {rss:.0f} | {note} |")
+
+
+if __name__ == "__main__":
+    main()
