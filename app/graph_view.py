@@ -62,3 +62,65 @@ def go_to(depth: int) -> None:
     """Breadcrumb: keep the first `depth` scopes of the trail (0 = the whole graph)."""
     scopes = adapter.state().get("scopes") or []
     del scopes[depth:]
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _diff(fp_before: str, fp_after: str, target: str | None, _before, _after, _verdicts, _reports):
+    from surgery.graph import GraphFacts
+    from surgery.view import diff_view
+
+    return diff_view(GraphFacts.of(_before), GraphFacts.of(_after), _verdicts, reports=_reports)
+
+
+def compare_options() -> dict[str, str]:
+    """What the graph can compare (label -> choice id): every applied step of the recipe, the original with
+    now, and each fix previewed in the inspector."""
+    ws = adapter.workspace()
+    out = {"—": ""}
+    if ws.cursor:
+        out["original → now (overlaid)"] = f"steps:0-{ws.cursor}"
+    for n, step in enumerate(ws.recipe, 1):
+        out[f"step {n}: {step.fix} (before → after)"] = f"steps:{n - 1}-{n}"
+    s = adapter.state()
+    key = s.get("selected")
+    if key:
+        for p in adapter.proposals(key):
+            if p.step is not None and s.get(f"preview-{p.rule.id}"):
+                out[f"preview: {p.rule.id} on {key}"] = f"preview:{p.rule.id}"
+    return out
+
+
+def compare(choice: str, report, reports):
+    """The overlaid before/after drawing for a `compare_options()` choice, or None."""
+    from surgery.model import fingerprint
+
+    ws = adapter.workspace()
+    if choice.startswith("steps:"):
+        a, _, b = choice[6:].partition("-")
+        before, after = ws.model_at(int(a)), ws.model_at(int(b))
+    elif choice.startswith("preview:"):
+        from surgery.workspace import apply_step
+
+        rule = choice[len("preview:") :]
+        found = [
+            p for p in adapter.proposals(adapter.state().get("selected")) if p.rule.id == rule and p.step
+        ]
+        if not found:
+            return None
+        before = ws.current
+        try:
+            after = apply_step(before, found[0].step, ws.original.base_dir)
+        except Exception:  # the fix refuses: the inspector's preview says why
+            return None
+    else:
+        return None
+    verdicts = report.by_node() if report else {}
+    return _diff(
+        fingerprint(before),
+        fingerprint(after),
+        report.backend if report else None,
+        before,
+        after,
+        verdicts,
+        tuple(reports),
+    )

@@ -77,6 +77,7 @@ class ViewNode:
     info: str = ""  # the hover text before verdicts (name, op, domain, typed inputs and outputs)
     members: list[int] = field(default_factory=list)  # groups: node indices (not sent to the browser)
     order: int = 0  # topological position of the node (or of a group's first member)
+    diff: str = ""  # in a comparison: "removed" (only before), "added" (only after), "" (in both)
 
 
 @dataclass
@@ -104,7 +105,7 @@ class View:
     def payload(self, selected: str | None = None, shapes: bool | None = None) -> dict:
         if shapes is None:
             shapes = len(self.nodes) < SHAPES_BELOW
-        keys = ("id", "label", "title", "x", "y", "color", "kind", "status", "ref", "w", "h", "badge")
+        keys = ("id", "label", "title", "x", "y", "color", "kind", "status", "ref", "w", "h", "badge", "diff")
         return {
             "nodes": [{k: getattr(n, k) for k in keys} for n in self.nodes],
             "edges": [
@@ -442,10 +443,15 @@ def tensor_label(info: TensorInfo) -> str:
     return f"{info.dtype_name.lower()} {dims}"
 
 
+def shape_text(info: TensorInfo) -> str:
+    """ "[1, 3, ?, ?]": the shape as the hover text shows it ("?" for dims inference only numbered)."""
+    return "?" if info.shape is None else "[" + ", ".join(_dim(d) for d in info.shape) + "]"
+
+
 def _typed(facts: GraphFacts, tensor: str) -> str:
     info = facts.info(tensor)
     weights = " (weights)" if tensor in facts.initializers else ""
-    return f"  {tensor}  {info.dtype_name.lower()} {info.shape_str()}{weights}"
+    return f"  {tensor}  {info.dtype_name.lower()} {shape_text(info)}{weights}"
 
 
 def node_info(facts: GraphFacts, i: int) -> str:
@@ -621,7 +627,7 @@ def _draw(
                     kind="input",
                     w=w,
                     h=h,
-                    info=f"graph input {name}\n  {info.dtype_name.lower()} {info.shape_str()}",
+                    info=f"graph input {name}\n  {info.dtype_name.lower()} {shape_text(info)}",
                     order=by_id[r].order,
                 )
             )
@@ -661,7 +667,7 @@ def _draw(
                     kind="output",
                     w=w,
                     h=h,
-                    info=f"graph output {name}\n  {info.dtype_name.lower()} {info.shape_str()}",
+                    info=f"graph output {name}\n  {info.dtype_name.lower()} {shape_text(info)}",
                     order=by_id[drawn[p]].order,
                 )
             )
@@ -829,3 +835,89 @@ def previous_rejected(verdicts: dict[str, Verdict], facts: GraphFacts, current: 
     pos = {facts.keys[i]: p for p, i in enumerate(facts.order)}
     before = [k for k in bad if pos[k] < pos[current]]
     return (before or bad)[-1]
+
+
+def _signature(facts: GraphFacts, i: int) -> tuple:
+    node = facts.model.graph.node[i]
+    attrs = tuple(sorted((a.name, a.SerializeToString(deterministic=True)) for a in node.attribute))
+    return (node.op_type, node.domain, tuple(node.input), tuple(node.output), attrs)
+
+
+def diff_view(
+    before: GraphFacts,
+    after: GraphFacts,
+    verdicts: dict[str, Verdict] | None = None,
+    *,
+    hops: int = 2,
+    reports=(),
+    engine: str = "auto",
+) -> View:
+    """Before and after one or more steps, overlaid: the nodes a step removed ("removed", drawn struck out in
+    red), the nodes it added or changed ("added", outlined), and what is around them (`hops` edges away, in
+    both models), laid out together. Colours and hover texts follow `verdicts` / `reports` (of the after model;
+    removed nodes keep their key's verdict where the before model had one)."""
+    sig_b = {k: _signature(before, i) for i, k in enumerate(before.keys)}
+    sig_a = {k: _signature(after, i) for i, k in enumerate(after.keys)}
+    removed = {k for k in sig_b if sig_a.get(k) != sig_b[k]}
+    added = {k for k in sig_a if sig_b.get(k) != sig_a[k]}
+    near_b: set[int] = set()
+    for k in removed:
+        near_b |= neighbourhood(before, before.index[k], hops)
+    near_a: set[int] = set()
+    for k in added:
+        near_a |= neighbourhood(after, after.index[k], hops)
+    for k in {before.keys[i] for i in near_b} & set(after.index):  # the same context on both sides
+        near_a |= {after.index[k]}
+    for k in {after.keys[i] for i in near_a} & set(before.index):
+        near_b |= {before.index[k]}
+    view_a = _draw(after, near_a, [], engine="builtin")  # only for its boxes: laid out again below
+    view_b = _draw(before, near_b, [], engine="builtin")
+    nodes: dict[str, ViewNode] = {}
+    for n in view_b.nodes:
+        if n.kind == "op" and n.ref in removed:
+            n.diff = "removed"
+            n.id = f"removed:{n.id}"
+            nodes[n.id] = n
+    for n in view_a.nodes:
+        if n.kind == "op" and n.ref in added:
+            n.diff = "added"
+        nodes.setdefault(n.id, n)
+    for n in view_b.nodes:  # what only the before model draws beside them (e.g. the constants folded away)
+        if n.id not in nodes and n.diff != "removed":
+            n.diff = "removed" if n.ref in removed else ""
+            nodes[n.id] = n
+    rename = {n.id[len("removed:") :]: n.id for n in nodes.values() if n.diff == "removed" and n.kind == "op"}
+    edges: dict[tuple[str, str], str] = {}
+    for (a, b), lab in zip(view_a.edges, view_a.edge_labels):
+        edges.setdefault((a, b), lab)
+    for (a, b), lab in zip(view_b.edges, view_b.edge_labels):
+        a2, b2 = rename.get(a, a), rename.get(b, b)
+        if a2 in nodes and b2 in nodes:
+            edges.setdefault((a2, b2), lab)
+    ordered = sorted(nodes.values(), key=lambda n: (n.order, n.diff != "removed"))
+    sizes = {n.id: (n.w, n.h) for n in ordered}
+    edge_list = [e for e in edges if e[0] in sizes and e[1] in sizes]
+    lay = layered(sizes, edge_list, engine=engine, anchors={n.id for n in ordered if n.kind == "input"})
+    for n in ordered:
+        n.x, n.y = lay.pos[n.id]
+    view = View(
+        nodes=ordered,
+        edges=edge_list,
+        routes=lay.routes,
+        edge_labels=[edges[e] for e in edge_list],
+        curved=lay.curved,
+        total_nodes=len(after.model.graph.node),
+        note=f"{len(removed)} node(s) removed, {len(added)} added or changed; {hops} hops around them",
+        engine=lay.engine,
+        layout_seconds=lay.seconds,
+    )
+    painted = paint(view, after, verdicts, reports)
+    for n in painted.nodes:  # removed nodes: their hover text from the before model
+        if n.diff == "removed" and n.kind == "op" and n.ref in before.index:
+            n.title = "removed by the step\n" + node_info(before, before.index[n.ref])
+            n.status, n.color = "not checked", COLORS["not checked"]
+        elif n.diff == "added":
+            n.title = "added or changed by the step\n" + n.title
+    changed = [n for n in painted.nodes if n.diff and n.kind == "op"]
+    painted.start = changed[0].id if changed else painted.start
+    return painted

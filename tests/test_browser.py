@@ -107,10 +107,13 @@ def page(server):
 
 def settle(page, timeout=60_000):
     """Wait until the script run is over and the graph is drawn."""
-    page.wait_for_timeout(300)
-    page.wait_for_function(
-        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout
+    idle = (
+        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
+        " && !document.querySelector('[data-testid=\"stSpinner\"]')"
     )
+    for _ in range(2):  # verdicts come in one target per run: idle twice in a row
+        page.wait_for_timeout(300)
+        page.wait_for_function(idle, timeout=timeout)
     page.wait_for_selector(".graph-canvas[data-drawn='1']", timeout=timeout)
 
 
@@ -148,6 +151,21 @@ def click_node(page, node_id):
     page.mouse.click(box["x"] + pos["x"], box["y"] + pos["y"])
 
 
+def choose(page, key, option):
+    """Pick `option` in the selectbox `key` (again if a rerun closed the list before the click)."""
+    for _ in range(5):
+        settle(page)
+        page.locator(f".st-key-{key}").click()
+        item = page.get_by_role("option", name=option)
+        try:
+            item.wait_for(timeout=5_000)
+            item.click()
+            break
+        except Exception:  # the list closed under a rerun: open it again
+            page.keyboard.press("Escape")
+    settle(page)
+
+
 def test_the_classic_resize_journey(page, tmp_path):
     settle(page)
     # open the lesson: the classic Resize sample, with TensorRT 8.2 (predicted) as the target
@@ -176,6 +194,15 @@ def test_the_classic_resize_journey(page, tmp_path):
     assert wait_color(page, "/up/Resize", GREEN) == GREEN
     page.get_by_text("verified (exact").first.wait_for()
     assert "TensorRT 8.2 (predicted) accepts the model" in page.inner_text("body")
+
+    # the step as a reviewer sees it: before and after overlaid, removed nodes struck out in red
+    choose(page, "compare", "step 1: fold_constants (before → after)")
+    page.wait_for_function("() => (globalThis.__onnxSurgeryGraph.struck || []).length >= 3")
+    struck = graph_state(page, "g.struck.map(n => n.ref)")
+    assert {"/up/Concat", "/up/Concat_1", "/up/Cast"} <= set(struck)
+    if SHOT:
+        page.screenshot(path=str(Path(SHOT).with_name("diff.png")))
+    choose(page, "compare", "—")
 
     page.locator(".st-key-undo button").click()
     settle(page)

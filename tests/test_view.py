@@ -194,3 +194,91 @@ def test_payload_is_what_the_component_reads():
     assert payload["selected"] == "/stage0/block0/Add"
     assert {"id", "label", "x", "y", "color", "ref", "kind", "status"} <= set(payload["nodes"][0])
     assert [x["status"] for x in payload["legend"]] == ["supported", "rejected", "unknown", "not checked"]
+
+
+def test_tooltips_name_the_node_its_typed_inputs_and_outputs_and_every_verdict_in_one_line():
+    model = onnx.load(sample_path("resize_scales_chain"))
+    reports = [check_one(model, "tensorrt-static@8.2"), check_one(model, "onnxruntime")]
+    facts = GraphFacts.of(model)
+    view = build_view(model, reports[0].by_node(), facts=facts, reports=reports)
+    resize = next(n for n in view.nodes if n.id == "/up/Resize")
+    lines = resize.title.splitlines()
+    assert lines[0] == "Resize  ·  /up/Resize" and lines[1] == "domain: ai.onnx"
+    assert lines[lines.index("outputs:") + 1] == "  up_out  float [?, ?, ?, ?]"  # what inference knows
+    conv = next(n for n in view.nodes if n.id == "/conv/Conv").title.splitlines()
+    assert conv[conv.index("outputs:") + 1].endswith("float [1, 4, 16, 16]")
+    trt = next(x for x in lines if x.startswith("TensorRT 8.2 (predicted): "))
+    assert trt.startswith("TensorRT 8.2 (predicted): rejected at parse — parser says: “")
+    assert "Resize scales must be an initializer!" in trt  # the parser's words, verbatim
+    assert any(x.startswith("onnxruntime") and ": supported" in x for x in lines)
+    assert view.start == "/up/Resize"  # the first view is centred on the first rejected node
+    # edges carry the inferred dtype and shape of their tensor
+    labels = dict(zip(view.edges, view.edge_labels))
+    assert labels[("/conv/Conv", "/up/Resize")] == "1×4×16×16"
+
+
+def test_dims_only_numbered_by_inference_show_as_question_marks():
+    from surgery.graph import TensorInfo
+    from surgery.view import tensor_label
+
+    assert tensor_label(TensorInfo("t", TensorProto.FLOAT, (1, "unk__3", -1, "batch"))) == "1×?×?×batch"
+    assert tensor_label(TensorInfo("t", TensorProto.INT64, (4,))) == "int64 4"
+    assert tensor_label(TensorInfo("t", TensorProto.FLOAT, ())) == "scalar"
+    assert tensor_label(TensorInfo("t", 0, None)) == ""
+
+
+def test_a_readers_constants_share_one_compact_box_that_never_overlaps():
+    from surgery.layout import Layout, quality
+
+    model = onnx.load(sample_path("resize_scales_chain"))
+    view = build_view(model)
+    consts = [n for n in view.nodes if n.kind == "constant"]
+    assert consts and all(len(n.label) <= 22 for n in consts)
+    sizes = {n.id: (n.w, n.h) for n in view.nodes}
+    lay = Layout({n.id: (n.x, n.y) for n in view.nodes}, view.routes, view.curved)
+    q = quality(lay, sizes, view.edges)
+    assert q["overlaps"] == 0 and q["through"] == 0, q
+
+
+def test_a_group_opens_in_place_among_the_others():
+    model = scoped_chain(200)  # 20 stages of 40 nodes
+    facts = GraphFacts.of(model, infer=False)
+    view = build_view(model, facts=facts, scope="/stage3", context="", collapse_over=300)
+    groups = {n.id for n in view.nodes if n.kind == "group"}
+    ops = {n.id for n in view.nodes if n.kind == "op"}
+    assert "group:/stage2" in groups and "group:/stage4" in groups and "group:/stage3" not in groups
+    assert "/stage3/block0/Relu" in ops and len(ops) == 30
+    assert ("group:/stage2", "/stage3/block0/Relu") in view.edges  # wired to its neighbours
+    assert view.opened == "/stage3" and "opened in place" in view.note
+
+
+def test_search_is_fast_on_a_big_graph_and_previous_rejected_wraps():
+    from surgery.view import previous_rejected
+
+    model = scoped_chain(30)
+    facts = GraphFacts.of(model, infer=False)
+    bad = ["/stage2/block1/Mul", "/stage0/block4/Add"]
+    verdicts = {k: _verdict(k, Status.REJECTED) for k in bad}
+    assert previous_rejected(verdicts, facts, "/stage2/block1/Mul") == "/stage0/block4/Add"
+    assert previous_rejected(verdicts, facts, "/stage0/block4/Add") == "/stage2/block1/Mul"
+    assert previous_rejected(verdicts, facts, None) == "/stage2/block1/Mul"
+
+
+def test_diff_overlays_removed_and_added_nodes_around_a_step():
+    from surgery.rulebook import apply, load_rules, propose
+    from surgery.view import diff_view
+    from surgery.workspace import Workspace
+
+    ws = Workspace.open(sample_path("resize_scales_chain"))
+    before = ws.current
+    (p,) = [p for p in propose(before, load_rules(), ["tensorrt-static@8.2"]) if p.step]
+    apply(ws, p, check=False)
+    view = diff_view(GraphFacts.of(before), GraphFacts.of(ws.current))
+    removed = {n.ref for n in view.nodes if n.diff == "removed" and n.kind == "op"}
+    assert {"/up/Concat", "/up/Concat_1", "/up/Cast"} <= removed
+    assert "/up/Resize" in {n.id for n in view.nodes if n.diff == ""}
+    assert ("removed:/up/Concat_1", "/up/Resize") in view.edges  # what fed it before
+    assert view.start.startswith("removed:") and "removed" in view.note
+    assert "removed by the step" in next(
+        n.title for n in view.nodes if n.diff == "removed" and n.kind == "op"
+    )

@@ -46,10 +46,9 @@ n_nodes = len(ws.current.graph.node)
 # Draw first, verdicts after: each target is checked in its own run after the page is drawn, and the graph is
 # recoloured as each one finishes (the layout and the viewport stay).
 _fp = adapter.fingerprint()
-if s.get("_checked_fp") != _fp:
-    s._checked_fp, s._checked = _fp, set()
-pending = [] if adapter.check_pending() else [t for t in s.targets if t not in s._checked]
-reports = adapter.reports([t for t in s.targets if t in s._checked])
+_checked = s.setdefault("_checked", set())  # (fingerprint, target) pairs checked in this session
+pending = [] if adapter.check_pending() else [t for t in s.targets if (_fp, t) not in _checked]
+reports = adapter.reports([t for t in s.targets if (_fp, t) in _checked])
 
 
 def select(key: str | None) -> None:
@@ -150,6 +149,18 @@ with left:
     view = graph_view.view(
         report, reports, s.selected if focus and s.selected in facts.index else None, int(hops)
     )
+    options = graph_view.compare_options()
+    if len(options) > 1:
+        picked = st.selectbox(
+            "Compare",
+            list(options),
+            key="compare",
+            help="the graph before and after a step of the recipe, or a previewed fix, overlaid: removed nodes "
+            "struck out in red, added or changed ones outlined",
+        )
+        shown = graph_view.compare(options.get(picked, ""), report, reports)
+        if shown is not None:
+            view = shown
     counts = view.counts()
     legend = " &nbsp; ".join(
         f"<span style='color:{COLORS[name]};font-size:1.15em'>■</span> {name}"
@@ -346,5 +357,5 @@ with actions:
 if pending:  # the next target's verdicts, then a rerun to colour the graph with them
     with checking.container(), st.spinner(f"Checking with {pending[0]}… ({len(pending)} to go)"):
         adapter.reports([pending[0]])
-    s._checked.add(pending[0])
+    _checked.add((_fp, pending[0]))
     st.rerun()

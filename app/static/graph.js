@@ -31,7 +31,7 @@ const MARGIN_Y = { op: 8, group: 11, constant: 5, input: 6, output: 6 };
 const ON_DARK = new Set(['supported', 'rejected']);
 const MIN_LABEL_PX = 11;
 
-function groupName(n) { return n.kind + ':' + n.status + ':' + n.color; }
+function groupName(n) { return n.kind + ':' + n.status + ':' + n.color + ':' + (n.diff || ''); }
 
 function groupStyle(n) {
   const dark = (n.kind === 'op' || n.kind === 'group') && ON_DARK.has(n.status);
@@ -44,6 +44,13 @@ function groupStyle(n) {
     margin: { top: MARGIN_Y[n.kind] || 6, bottom: MARGIN_Y[n.kind] || 6, left: 8, right: 8 },
     shapeProperties: { borderRadius: n.kind === 'input' || n.kind === 'output' ? 12 : n.kind === 'group' ? 6 : 3 },
     borderWidth: n.kind === 'group' ? 2 : 1,
+    ...(n.diff === 'removed' ? {  // only in the before model: struck out in red
+      color: { background: '#fbe9e9', border: '#d64545', highlight: { background: '#fbe9e9', border: '#123f8c' },
+               hover: { background: '#fbe9e9', border: '#123f8c' } },
+      font: { size: FONT[n.kind] || 13, color: '#9b2c2c', face: 'arial' },
+      shapeProperties: { borderDashes: [5, 3], borderRadius: 3 }, borderWidth: 2,
+    } : n.diff === 'added' ? { borderWidth: 3, color: { background: n.color, border: '#0b6b3a',
+      highlight: { background: n.color, border: '#123f8c' }, hover: { background: n.color, border: '#123f8c' } } } : {}),
   };
 }
 
@@ -75,7 +82,7 @@ function build(root, el, data, send) {
   globalThis.__onnxSurgeryNetwork = network;
   globalThis.__onnxSurgeryGraph = st;
   network.on('beforeDrawing', (ctx) => drawEdges(st, ctx));
-  network.on('afterDrawing', (ctx) => { drawBadges(st, ctx); drawMinimapView(st); el.setAttribute('data-drawn', '1'); });
+  network.on('afterDrawing', (ctx) => { drawBadges(st, ctx); drawStrikes(st, ctx); drawMinimapView(st); el.setAttribute('data-drawn', '1'); });
   network.on('zoom', () => noteScale(st));
   network.on('dragEnd', () => noteScale(st));
   network.on('click', (p) => {
@@ -214,6 +221,21 @@ function arrow(ctx, e, scale) {
   ctx.fill();
 }
 
+function drawStrikes(st, ctx) {
+  const struck = st.struck || [];
+  if (!struck.length) return;
+  ctx.save();
+  ctx.strokeStyle = '#d64545';
+  ctx.lineWidth = 1.6;
+  for (const n of struck) {
+    ctx.beginPath();
+    ctx.moveTo(n.x - n.w / 2 + 6, n.y);
+    ctx.lineTo(n.x + n.w / 2 - 6, n.y);
+    ctx.stroke();
+  }
+  ctx.restore();
+}
+
 function drawBadges(st, ctx) {
   const withBadge = st.badged || [];
   if (!withBadge.length) return;
@@ -248,6 +270,7 @@ function update(st, data, first) {
   if (changed.length) st.nodes.update(changed);
   st.data = data;
   st.badged = data.nodes.filter((n) => n.badge);
+  st.struck = data.nodes.filter((n) => n.diff === 'removed' && n.kind === 'op');
   const chosen = data.nodes.filter((n) => n.ref && n.ref === data.selected).map((n) => n.id);
   st.selectedIds = new Set(chosen);
   st.network.selectNodes(chosen, false);
