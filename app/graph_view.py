@@ -83,7 +83,8 @@ def compare_options() -> dict[str, str]:
         out[f"step {n}: {step.fix} (before → after)"] = f"steps:{n - 1}-{n}"
     s = adapter.state()
     key = s.get("selected")
-    if key:
+    previewing = any(k.startswith("preview-") and s[k] is True for k in list(s.keys()))
+    if key and previewing:  # proposals only when a fix is previewed (they cost seconds on big models)
         for p in adapter.proposals(key):
             if p.step is not None and s.get(f"preview-{p.rule.id}"):
                 out[f"preview: {p.rule.id} on {key}"] = f"preview:{p.rule.id}"
