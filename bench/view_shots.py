@@ -103,7 +103,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("/tmp/onnx-surgery-shots"))
     ap.add_argument("--width", type=int, default=1600)
     ap.add_argument("--height", type=int, default=1000)
-    ap.add_argument("--targets", default="", help="comma-separated targets (default: the app's)")
+    ap.add_argument("--hover", action="store_true", help="hover the node the view is centred on (tooltip)")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
@@ -116,9 +116,23 @@ def main() -> None:
                 t = time.perf_counter()
                 page.goto(url)
                 page.wait_for_selector(".graph-canvas[data-drawn='1']")
-                page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')")
+                for _ in range(2):  # verdicts come in one target per run
+                    page.wait_for_timeout(400)
+                    page.wait_for_function(
+                        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
+                        " && !document.querySelector('[data-testid=\"stSpinner\"]')"
+                    )
                 page.wait_for_selector(".graph-canvas[data-drawn='1']")
                 page.wait_for_timeout(800)
+                if args.hover:
+                    box = page.locator(".graph-canvas").bounding_box()
+                    pos = page.evaluate(
+                        "() => { const g = globalThis.__onnxSurgeryGraph; const id = g.data.start || g.order[0];"
+                        " const n = g.byId.get(id); return g.network.canvasToDOM({x: n.x, y: n.y}); }"
+                    )
+                    page.mouse.move(box["x"] + pos["x"] - 2, box["y"] + pos["y"] - 2)
+                    page.mouse.move(box["x"] + pos["x"], box["y"] + pos["y"])
+                    page.wait_for_timeout(500)
                 took = time.perf_counter() - t
                 shot = args.out / f"{model.stem}.png"
                 page.screenshot(path=str(shot))

@@ -323,7 +323,7 @@ function initialView(st, data) {
     // no empty canvas beyond the graph's edges where the graph is bigger than the canvas
     const halfW = W / 2 / scale, halfH = H / 2 / scale;
     x = bb.x1 - bb.x0 + 60 <= 2 * halfW ? (bb.x0 + bb.x1) / 2 : Math.min(Math.max(x, bb.x0 - 30 + halfW), bb.x1 + 30 - halfW);
-    y = Math.min(Math.max(y, bb.y0 - 30 + halfH), Math.max(bb.y0 - 30 + halfH, bb.y1 + 30 - halfH));
+    y = Math.min(Math.max(y, bb.y0 - 56 + halfH), Math.max(bb.y0 - 56 + halfH, bb.y1 + 30 - halfH));  // room for the toolbar
     st.network.moveTo({ position: { x, y }, scale, animation: false });
   }
   noteScale(st);
