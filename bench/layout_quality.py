@@ -5,7 +5,7 @@ Engines: `builtin` (surgery.layout's own Sugiyama), `dot` (Graphviz, where insta
 layout_sugiyama, where installed; nodes as points spread by the widest box), `elk` (elkjs's layered algorithm
 run by node, with --elk DIR naming a folder where `npm install elkjs` was run).
 
-    python bench/layout_quality.py [MODEL.onnx …] [--corpus] [--elk DIR] [--whole]
+    python bench/layout_quality.py [MODEL.onnx …] [--corpus] [--elk DIR] [--whole] [--engines builtin dot …]
 
 Without models: the sample models. --corpus adds the real models in ~/.cache/onnx-surgery/corpus (by family,
 up to 2k nodes). --whole lays out every node even where the app would collapse the graph into groups.
@@ -110,6 +110,7 @@ def main() -> None:
     ap.add_argument("--corpus", action="store_true")
     ap.add_argument("--elk", help="a folder with node_modules/elkjs (npm install elkjs)")
     ap.add_argument("--whole", action="store_true", help="every node, never collapsed")
+    ap.add_argument("--engines", nargs="*", help="only these (builtin, dot, igraph, elk)")
     args = ap.parse_args()
     engines = ["builtin"]
     if dot_available():
@@ -122,6 +123,8 @@ def main() -> None:
         pass
     if args.elk and shutil.which("node"):
         engines.append("elk")
+    if args.engines:
+        engines = [e for e in engines if e in args.engines]
     rows = []
     for name, path in models(args):
         model = onnx.load(str(path), load_external_data=False)
