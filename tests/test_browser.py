@@ -313,6 +313,16 @@ def test_a_600_node_model_opens_readable_with_tooltips(page, tmp_path, flat):
     assert text.split("outputs:")[1].splitlines()[1].strip().endswith("float [1, 4]"), text
     # edges carry the inferred shape
     assert graph_state(page, "g.edges.some(e => e.label === '1×4')")
+    if not flat:  # n selects the next rejected node; Fit shows the whole graph; the minimap follows
+        page.locator(".graph-root").press("n")
+        page.wait_for_function(
+            "() => globalThis.__onnxSurgeryGraph.data.selected === '/stage9/block4/Relu'", timeout=60_000
+        )
+        settle(page)
+        page.locator(".graph-root").scroll_into_view_if_needed()
+        page.locator('.graph-tools [data-act="fit"]').click()
+        assert float(page.locator(".graph-canvas").get_attribute("data-scale")) < 0.5
+        assert graph_state(page, "!!g.minimapMap")
 
 
 def test_a_collapsed_group_shows_its_name_and_rejected_count_and_opens_in_one_click(page, tmp_path):

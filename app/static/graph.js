@@ -301,6 +301,7 @@ function bounds(data) {
 function readableScale() { return 1.0; }
 
 function initialView(st, data) {
+  if (!data.nodes.length) { noteScale(st); return; }
   const W = st.el.clientWidth, H = st.el.clientHeight;
   const bb = bounds(data);
   const fit = Math.min(W / (bb.x1 - bb.x0 + 60), H / (bb.y1 - bb.y0 + 60));
@@ -463,7 +464,7 @@ function minimap(st) {
 
 function minimapImage(st, mm) {
   const W = mm.width, H = mm.height;
-  const bb = bounds(st.data);
+  const bb = st.data.nodes.length ? bounds(st.data) : { x0: 0, y0: 0, x1: 1, y1: 1 };
   const k = Math.min((W - 8) / (bb.x1 - bb.x0 || 1), (H - 8) / (bb.y1 - bb.y0 || 1));
   const ox = (W - (bb.x1 - bb.x0) * k) / 2, oy = (H - (bb.y1 - bb.y0) * k) / 2;
   st.minimapMap = { k, ox, oy, bx: bb.x0, by: bb.y0 };
