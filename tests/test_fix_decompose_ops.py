@@ -224,6 +224,16 @@ def test_mod_refuses_float_without_fmod():
         fix(model, node="n")
 
 
+@pytest.mark.parametrize("a_shape, b_shape", [([8], [8]), ([2, 4], [4])])
+def test_xor(a_shape, b_shape):
+    model = one(
+        "Xor", [vi("a", a_shape, T.BOOL), vi("b", b_shape, T.BOOL)], [vi("y", a_shape, T.BOOL)], opset=13
+    )
+    feeds = {"a": RNG.uniform(size=a_shape) > 0.5, "b": RNG.uniform(size=b_shape) > 0.5}
+    out = exact(model, feeds, bound=0.0)
+    assert {n.op_type for n in out.graph.node} == {"And", "Or", "Not"}
+
+
 # -- Bernoulli -------------------------------------------------------------------------------------------------
 
 
@@ -653,6 +663,41 @@ def test_attention(mask, attrs, attention_bias):
     model = one("Attention", ins, [vi("y", [B, S, sizes[2]])], [w, bias], 13, MS, num_heads=H, **attrs)
     out = exact(model, feeds, bound=0.0)  # bit for bit: the same GEMMs and softmax
     assert "Softmax" in {n.op_type for n in out.graph.node}
+
+
+def test_attention_after_embed_layer_normalization_takes_its_mask_index_as_end_positions():
+    #   ids, mask -> EmbedLayerNormalization -> (hidden, mask_index[B]) -> Attention: onnx's inference cannot type
+    #   mask_index (a contrib op's output), the decomposition knows it is [B]
+    words, positions, g, b = (
+        init("we", f32(10, D)),
+        init("pe", f32(8, D)),
+        init("g", f32(D)),
+        init("b", f32(D)),
+    )
+    w, bias = init("w", f32(D, 3 * D, scale=0.3)), init("bias", f32(3 * D, scale=0.1))
+    nodes = [
+        helper.make_node(
+            "EmbedLayerNormalization",
+            ["ids", "", "we", "pe", "", "g", "b", "mask"],
+            ["hidden", "mask_index"],
+            name="emb",
+            domain=MS,
+        ),
+        helper.make_node(
+            "Attention", ["hidden", "w", "bias", "mask_index"], ["y"], name="n", domain=MS, num_heads=H
+        ),
+    ]
+    inputs = [vi("ids", ["b", "s"], T.INT32), vi("mask", ["b", "s"], T.INT32)]
+    graph = helper.make_graph(nodes, "g", inputs, [vi("y", ["b", "s", D])], [words, positions, g, b, w, bias])
+    opsets = [helper.make_opsetid("", 13), helper.make_opsetid(MS, 1)]
+    model = helper.make_model(graph, ir_version=8, opset_imports=opsets)
+    out = decomposed(model)
+    feeds = {
+        "ids": RNG.integers(0, 10, [2, 5]).astype(np.int32),
+        "mask": np.array([[1] * 5, [1, 1, 1, 0, 0]], np.int32),
+    }
+    report = verify(model, out, feeds=feeds)
+    assert report.status == "ok" and report.worst() == (0.0, 0.0), report.summary()
 
 
 def test_attention_refusals():

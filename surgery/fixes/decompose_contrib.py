@@ -201,6 +201,15 @@ def _attention_mask(b: Ops, mask: str, x: str, dt: int, mfv: float, causal: bool
     pieces = []
     if mask:
         rank = b.facts.info(mask).rank
+        producer = b.facts.producer_of(mask)
+        # contrib ops are opaque to onnx's shape inference; EmbedLayerNormalization's mask_index is [B]
+        if (
+            rank is None
+            and producer is not None
+            and (producer.domain, producer.op_type) == (MS, "EmbedLayerNormalization")
+            and list(producer.output).index(mask) == 1
+        ):
+            rank = 1
         mask_t = b.dtype(mask, TensorProto.INT32)
         if rank == 1:
             length = b.op(

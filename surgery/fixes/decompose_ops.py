@@ -344,6 +344,17 @@ def mod(node, facts, fresh):
     return b.done()
 
 
+@decomposition("", "Xor")
+def xor(node, facts, fresh):
+    """Xor(a, b) = Or(And(a, Not(b)), And(Not(a), b)), on booleans (with broadcasting, as Xor's)."""
+    b = Ops(node, facts, fresh)
+    x, y = node.input[0], node.input[1]
+    only_x = b.op("And", [x, b.op("Not", [y], "not_b")], "only_a")
+    only_y = b.op("And", [b.op("Not", [x], "not_a"), y], "only_b")
+    b.op("Or", [only_x, only_y], out=node.output[0])
+    return b.done()
+
+
 @decomposition("", "Bernoulli")
 def bernoulli(node, facts, fresh):
     """Bernoulli(p) as u < p with u = RandomUniformLike(p) on [0, 1): each element is 1 with probability p, the
