@@ -6,7 +6,7 @@ dtypes and shapes (symbolic dims kept), which tensors are constant, subgraphs an
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -123,6 +123,10 @@ def opset_of(model: ModelProto, domain: str = "") -> int | None:
     return None
 
 
+FACTS_CACHED = 4  # model versions whose facts are kept (the workspace's current one, the one before, ...)
+_FACTS: OrderedDict[int, tuple[ModelProto, int, GraphFacts]] = OrderedDict()
+
+
 @dataclass
 class GraphFacts:
     """Facts about the main graph of one model version."""
@@ -144,6 +148,25 @@ class GraphFacts:
     # -- construction ------------------------------------------------------------------------------------
     @classmethod
     def of(cls, model: ModelProto, *, infer: bool = True) -> GraphFacts:
+        """The facts of `model`, computed once per model version: the same ModelProto object asked again (by a
+        backend, the rule engine, the view) gets the same facts while its size is unchanged. Models are values
+        here (fix primitives copy them); a caller that edits one in place is noticed by its size, and can pass
+        a copy to be sure. Callers must not change the facts they get."""
+        if not infer:
+            return cls._build(model, infer)
+        size = model.ByteSize()
+        hit = _FACTS.get(id(model))
+        if hit is not None and hit[0] is model and hit[1] == size:
+            _FACTS.move_to_end(id(model))
+            return hit[2]
+        facts = cls._build(model, infer)
+        _FACTS[id(model)] = (model, size, facts)
+        while len(_FACTS) > FACTS_CACHED:
+            _FACTS.popitem(last=False)
+        return facts
+
+    @classmethod
+    def _build(cls, model: ModelProto, infer: bool) -> GraphFacts:
         graph = model.graph
         inferred, error = _infer(model) if infer else (model, None)
         keys = node_keys(graph.node)
@@ -273,10 +296,42 @@ def constant_tensor(node: NodeProto) -> TensorProto | None:
     return None
 
 
+INFER_KEEP_ELEMENTS = (
+    4096  # initializers up to this size keep their values in a light copy (shape arithmetic)
+)
+
+
+def light_copy(model: ModelProto, inputs: list[onnx.ValueInfoProto] | None = None) -> ModelProto:
+    """The model for shape inference: nodes, inputs (or `inputs` instead), outputs and value_info as they are,
+    small initializers whole, large ones as stubs with their name, type and dims only (and external data never
+    read). Inference on it costs what the graph costs, not what the weights weigh."""
+    light = ModelProto()
+    light.ir_version = model.ir_version
+    light.opset_import.extend(model.opset_import)
+    light.functions.extend(model.functions)
+    g = light.graph
+    g.name = model.graph.name
+    g.node.extend(model.graph.node)
+    g.input.extend(inputs if inputs is not None else model.graph.input)
+    g.output.extend(model.graph.output)
+    g.value_info.extend(model.graph.value_info)
+    for t in model.graph.initializer:
+        numel = 1
+        for d in t.dims:
+            numel *= d
+        if numel <= INFER_KEEP_ELEMENTS and t.data_location != TensorProto.EXTERNAL:
+            g.initializer.append(t)
+        else:
+            stub = g.initializer.add()
+            stub.name, stub.data_type = t.name, t.data_type
+            stub.dims.extend(t.dims)
+    return light
+
+
 def _infer(model: ModelProto) -> tuple[ModelProto, str | None]:
     try:
         return onnx.shape_inference.infer_shapes(
-            model, check_type=False, strict_mode=False, data_prop=False
+            light_copy(model), check_type=False, strict_mode=False, data_prop=False
         ), None
     except Exception as exc:  # inference is best-effort: facts degrade to declared types
         return model, f"shape inference failed: {str(exc).splitlines()[0][:300]}"

@@ -124,9 +124,12 @@ def signature(facts: GraphFacts, index: int) -> tuple:
         outs.append(None if info is None else (info.dtype, _canonical_dims(info.shape, symbols)))
     direct = set(node.input)
     outer = sorted(
-        (facts.info(x).dtype, _canonical_dims(facts.info(x).shape, {}) or ())
-        for x in dict.fromkeys(_all_inputs(node))
-        if x not in direct
+        (
+            (facts.info(x).dtype, _canonical_dims(facts.info(x).shape, {}) or ())
+            for x in dict.fromkeys(_all_inputs(node))
+            if x not in direct
+        ),
+        key=repr,  # dims mix ints and symbol names: order by their text
     )
     domain = node.domain or ""
     body = ""

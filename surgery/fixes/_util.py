@@ -24,13 +24,27 @@ def find_node(model: ModelProto, key: str) -> int:
     raise FixError(f"no node '{key}' in the model. Note: nodes are {hint}")
 
 
-def fresh_name(model: ModelProto, base: str) -> str:
+def used_names(model: ModelProto) -> set[str]:
+    """Every node, tensor, initializer and input name of the main graph."""
     used = {o for n in model.graph.node for o in n.output} | {t.name for t in model.graph.initializer}
-    used |= {n.name for n in model.graph.node} | {i.name for i in model.graph.input}
+    return used | {n.name for n in model.graph.node} | {i.name for i in model.graph.input}
+
+
+def fresh_name(model: ModelProto, base: str, used: set[str] | None = None) -> str:
+    """`base`, or `base_1`, `base_2`, ... whichever the model does not use yet. With `used` (from used_names,
+    kept up to date by this call) a batch of names costs one scan of the model."""
+    taken = used if used is not None else used_names(model)
     name, k = base, 1
-    while name in used:
+    while name in taken:
         name, k = f"{base}_{k}", k + 1
+    if used is not None:
+        used.add(name)
     return name
+
+
+def node_index(model: ModelProto) -> dict[str, int]:
+    """Node key -> index, for finding many nodes with one scan (find_node finds one)."""
+    return {k: i for i, k in enumerate(node_keys(model.graph.node))}
 
 
 def replace_node(graph: onnx.GraphProto, index: int, new_nodes: list[onnx.NodeProto]) -> None:

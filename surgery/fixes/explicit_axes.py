@@ -9,12 +9,15 @@ a dynamic shape!").
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
+import onnx
 from onnx import ModelProto, helper, numpy_helper
 
 from surgery.fixes import FixError, Safety, register
-from surgery.fixes._util import copy_model, find_node, fresh_name, opset
-from surgery.graph import GraphFacts
+from surgery.fixes._util import copy_model, find_node, fresh_name, node_index, opset, used_names
+from surgery.graph import GraphFacts, TensorInfo, light_copy, tensor_info_from_type
 
 
 def _has_axes(n) -> bool:
@@ -23,16 +26,26 @@ def _has_axes(n) -> bool:
 
 @register(
     "explicit_squeeze_axes",
+    batch="node",
     safety=Safety.APPROXIMATE,
     summary="Give a Squeeze without axes the explicit axes of its static size-1 dims.",
     params={
-        "node": "node key (str) of the Squeeze; default: every Squeeze without axes whose input has static "
+        "node": "node key (str) of the Squeeze, or a list of them; default: every Squeeze without axes whose "
+        "input has static "
         "size-1 dims (the others are left alone)",
     },
 )
-def explicit_squeeze_axes(model: ModelProto, node: str | None = None) -> ModelProto:
+def explicit_squeeze_axes(model: ModelProto, node: str | list[str] | None = None) -> ModelProto:
     out = copy_model(model)
-    facts = GraphFacts.of(model)
+    base = GraphFacts.of(model)  # shared: not changed here
+    facts = dataclasses.replace(base, tensors={**base.tensors, **_probe_shapes(model)})
+    if isinstance(node, list):  # a batch: one inference and one scan of names serve every node
+        index, used = node_index(out), used_names(out)
+        for key in node:
+            if key not in index:
+                find_node(out, key)  # the usual error, naming the node
+            _explicit(out, index[key], facts, key, used)
+        return out
     if node is None:
         todo = [
             i
@@ -53,7 +66,43 @@ def explicit_squeeze_axes(model: ModelProto, node: str | None = None) -> ModelPr
     return out
 
 
-def _explicit(out: ModelProto, i: int, facts: GraphFacts, key: str) -> None:
+SENTINELS = (7919, 7927)  # large primes a dynamic dim is set to, in two runs of shape inference
+
+
+def _probe_shapes(model: ModelProto) -> dict[str, TensorInfo]:
+    """Shapes where ONNX shape inference alone loses them (a Squeeze without axes on a dynamic input has an
+    output of unknown rank, so every Squeeze after it does too): inferred twice with every dynamic input dim
+    set to a different large prime. A dim that comes out 1 in both runs is 1 whatever the dynamic dims are; a
+    dim that differs between the runs stays dynamic. Only the dims of tensors both runs give are kept."""
+    runs = []
+    for sentinel in SENTINELS:
+        inputs = []
+        for vi in model.graph.input:
+            info = tensor_info_from_type(vi.name, vi.type)
+            if info.shape is None or not info.dtype:
+                inputs.append(vi)
+                continue
+            dims = [d if isinstance(d, int) else sentinel for d in info.shape]
+            inputs.append(helper.make_tensor_value_info(vi.name, info.dtype, dims))
+        try:
+            inferred = onnx.shape_inference.infer_shapes(
+                light_copy(model, inputs), check_type=False, strict_mode=False, data_prop=True
+            )
+        except Exception:  # inference is a help here: without it the model's own shapes stand
+            return {}
+        g = inferred.graph
+        runs.append({vi.name: tensor_info_from_type(vi.name, vi.type) for vi in [*g.value_info, *g.output]})
+    out = {}
+    for name, a in runs[0].items():
+        b = runs[1].get(name)
+        if b is None or a.shape is None or b.shape is None or len(a.shape) != len(b.shape):
+            continue
+        dims = tuple(x if x == y and isinstance(x, int) else None for x, y in zip(a.shape, b.shape))
+        out[name] = TensorInfo(name, a.dtype, dims)
+    return out
+
+
+def _explicit(out: ModelProto, i: int, facts: GraphFacts, key: str, used: set[str] | None = None) -> None:
     n = out.graph.node[i]
     if n.op_type == "Unsqueeze":
         raise FixError(
@@ -73,7 +122,7 @@ def _explicit(out: ModelProto, i: int, facts: GraphFacts, key: str) -> None:
             "Note: a dynamic dim is never listed (see the module doc); freeze the shapes first"
         )
     if opset(out) >= 13:
-        name = fresh_name(out, f"{n.name or 'Squeeze'}/axes")
+        name = fresh_name(out, f"{n.name or 'Squeeze'}/axes", used)
         out.graph.initializer.append(numpy_helper.from_array(np.array(axes, np.int64), name))
         if len(n.input) == 1:
             n.input.append(name)

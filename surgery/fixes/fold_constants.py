@@ -15,7 +15,7 @@ import onnx
 from onnx import ModelProto, TensorProto, helper, numpy_helper
 
 from surgery.fixes import FixError, Safety, register
-from surgery.graph import NONDETERMINISTIC_OPS, GraphFacts, _all_inputs
+from surgery.graph import NONDETERMINISTIC_OPS, GraphFacts, _all_inputs, light_copy
 
 STANDARD = ("", "ai.onnx")
 
@@ -303,37 +303,16 @@ def _toposort_in_place(graph: onnx.GraphProto) -> None:
 def _facts(model: ModelProto) -> GraphFacts:
     """Graph facts for folding. Shape inference runs only when a Shape or Size may fold, with data propagation
     (a Reshape target built by Concat from a dynamic batch and constants still gives static dims), on a light
-    copy: large weights keep their dims and type but not their bytes, so the model is not serialised whole."""
+    copy (surgery.graph.light_copy), so the model is not serialised whole."""
     if not any(n.op_type in ("Shape", "Size") and not n.domain for n in model.graph.node):
         return GraphFacts.of(model, infer=False)
-    light = ModelProto()
-    for field in ("ir_version", "opset_import", "functions"):
-        if field == "ir_version":
-            light.ir_version = model.ir_version
-        else:
-            getattr(light, field).extend(getattr(model, field))
-    g = light.graph
-    g.name = model.graph.name
-    for field in ("node", "input", "output", "value_info"):
-        getattr(g, field).extend(getattr(model.graph, field))
-    for t in model.graph.initializer:
-        numel = int(np.prod(t.dims)) if t.dims else 1
-        if numel <= _INFER_KEEP_ELEMENTS and t.data_location != TensorProto.EXTERNAL:
-            g.initializer.append(t)
-        else:
-            stub = g.initializer.add()  # name, type and dims only
-            stub.name, stub.data_type = t.name, t.data_type
-            stub.dims.extend(t.dims)
     try:
         inferred = onnx.shape_inference.infer_shapes(
-            light, check_type=False, strict_mode=False, data_prop=True
+            light_copy(model), check_type=False, strict_mode=False, data_prop=True
         )
     except Exception:
         return GraphFacts.of(model)
     return GraphFacts.of(inferred, infer=False)
-
-
-_INFER_KEEP_ELEMENTS = 4096  # initializers up to this size keep their values for inference (shape arithmetic)
 
 
 def _check_limit(max_bytes) -> int | None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from onnx import ModelProto
 
-from surgery.fixes import FixError
+from surgery.fixes import FixError, get_fix
 from surgery.rulebook.matcher import Context, matched_any_input, matches
 from surgery.rulebook.schema import Rule, version_matches
 from surgery.rulebook.tracer import explain
@@ -158,11 +158,25 @@ def propose(
     Rules whose targets do not include one of `targets` are left out (None: every rule)."""
     ctx = ctx or Context(model)
     active = [r for r in rules if applies_to(r, targets)]
+    by_op: dict[str, list[Rule]] = {}  # rules by the op types they match ('*': any), in rule order
+    for rule in active:
+        ops = rule.match["op"] if isinstance(rule.match["op"], list) else [rule.match["op"]]
+        for op in ops:
+            by_op.setdefault(op, []).append(rule)
+    anywhere = {id(r) for r in by_op.get("*", [])}
+    for_op: dict[str, list[Rule]] = {}  # the rules that can match an op type, in rule order
+
+    def rules_for(op: str) -> list[Rule]:
+        if op not in for_op:
+            named = {id(r) for r in by_op.get(op, [])}
+            for_op[op] = [r for r in active if id(r) in named or id(r) in anywhere]
+        return for_op[op]
+
     out = []
     nodes = model.graph.node
     for i in ctx.facts.order:
         node, key = nodes[i], ctx.facts.keys[i]
-        for rule in active:
+        for rule in rules_for(node.op_type):
             if not matches(ctx, rule, node):
                 continue
             try:
@@ -255,6 +269,13 @@ def verify_result(
     fed their pinned values in the original, so a pin alone compares equal."""
     if not applied and not pinned:
         return None
+    if (
+        len(applied) == 1
+        and not pinned
+        and len(workspace.recipe) == 1
+        and applied[0].verification is not None
+    ):
+        return applied[0].verification  # the one step was already checked against the original
     worst = max((a.proposal.safety for a in applied), key=SAFETY_ORDER.index, default="exact")
     size = max((a.proposal.rule.verify_dims or 0 for a in applied), default=0)
     original = workspace.original.proto
@@ -290,21 +311,29 @@ def verify_result(
 
 
 def batch(proposals: list[Proposal], index: dict[str, int]) -> Proposal:
-    """The proposals of one rule on several nodes as one step: one recipe entry, one verification. Folds merge
-    into one call (their `tensors` lists); other primitives get an `each` step, applied from the last node in
-    the graph to the first so that index-based node keys (Op#12) stay valid while nodes are replaced."""
+    """The proposals of one rule on several nodes as one step: one recipe entry, one verification. Identical
+    steps are one call; folds merge into one call (their `tensors` lists); a primitive registered with `batch`
+    gets that parameter as a list (one call, its graph facts computed once); other primitives get an `each`
+    step, applied from the last node in the graph to the first so that index-based node keys (Op#12) stay
+    valid while nodes are replaced."""
     if len(proposals) == 1:
         return proposals[0]
     first = proposals[0]
     steps = [p.step for p in proposals]
     rest = [{k: v for k, v in s.params.items() if k != "tensors"} for s in steps]
-    if (
+    many = get_fix(first.step.fix).batch  # a parameter the primitive takes as a list: one call for all
+    others = [{k: v for k, v in s.params.items() if k != many} for s in steps]
+    if all(s.params == steps[0].params for s in steps):
+        params = dict(steps[0].params)  # the same action wherever it matched (e.g. inline every function)
+    elif (
         first.step.fix == "fold_constants"
         and all("tensors" in s.params for s in steps)
         and all(r == rest[0] for r in rest)
     ):
         tensors = list(dict.fromkeys(t for s in steps for t in s.params["tensors"]))
         params = {**rest[0], "tensors": tensors}
+    elif many and all(many in s.params for s in steps) and all(o == others[0] for o in others):
+        params = {**others[0], many: list(dict.fromkeys(s.params[many] for s in steps))}
     else:
         ordered = sorted(proposals, key=lambda p: -index.get(p.node, -1))
         params = {"each": [p.step.params for p in ordered]}
