@@ -31,6 +31,7 @@ class FixPrimitive:
     safety: Safety
     summary: str
     params: dict[str, str]  # name -> one-line description
+    batch: str | None = None  # a parameter that also takes a list: one call does the work for every entry
 
     def __call__(self, model: ModelProto, **params) -> ModelProto:
         unknown = set(params) - set(self.params)
@@ -62,9 +63,14 @@ _MODULES = [
 _loaded = False
 
 
-def register(id: str, *, safety: Safety, summary: str, params: dict[str, str] | None = None):
+def register(
+    id: str, *, safety: Safety, summary: str, params: dict[str, str] | None = None, batch: str | None = None
+):
+    """Register a primitive. `batch` names a parameter that also takes a list (e.g. "node"): a rule applied to
+    many nodes then makes one call, which can compute the graph facts once for all of them."""
+
     def deco(fn: Callable[..., ModelProto]) -> Callable[..., ModelProto]:
-        _REGISTRY[id] = FixPrimitive(id, fn, safety, summary, params or {})
+        _REGISTRY[id] = FixPrimitive(id, fn, safety, summary, params or {}, batch)
         return fn
 
     return deco
