@@ -15,6 +15,7 @@ Two engines:
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import time
@@ -39,7 +40,8 @@ class Layout:
 
 
 def dot_available() -> bool:
-    return shutil.which("dot") is not None
+    """Whether Graphviz's dot can be used (ONNX_SURGERY_LAYOUT=builtin turns it off, e.g. to test without it)."""
+    return os.environ.get("ONNX_SURGERY_LAYOUT") != "builtin" and shutil.which("dot") is not None
 
 
 def layered(
@@ -104,6 +106,9 @@ def _layers(
     for v in reversed(ids):
         if v not in reach:
             layer[v] = min((layer[s] for s in succ[v]), default=0) - 1 if succ[v] else 0
+    for v in ids:  # every source (an input's copy too) just above its first reader
+        if not pred[v] and succ[v]:
+            layer[v] = min(layer[s] for s in succ[v]) - 1
     low = min(layer.values(), default=0)
     return {v: d - low for v, d in layer.items()}
 

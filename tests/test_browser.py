@@ -193,7 +193,7 @@ def test_the_classic_resize_journey(page, tmp_path):
     settle(page)
     assert wait_color(page, "/up/Resize", GREEN) == GREEN
     page.get_by_text("verified (exact").first.wait_for()
-    assert "TensorRT 8.2 (predicted) accepts the model" in page.inner_text("body")
+    page.locator('[data-testid="stAlert"]', has_text="TensorRT 8.2 (predicted) accepts the model").wait_for()
 
     # the step as a reviewer sees it: before and after overlaid, removed nodes struck out in red
     choose(page, "compare", "step 1: fold_constants (before → after)")
@@ -328,6 +328,10 @@ def test_a_600_node_model_opens_readable_with_tooltips(page, tmp_path, flat):
 def test_a_collapsed_group_shows_its_name_and_rejected_count_and_opens_in_one_click(page, tmp_path):
     model = generated(500, custom_in="/stage7/block2/Relu")  # 2000 nodes: opens collapsed
     upload(page, model, tmp_path / "big2000.onnx")
+    page.wait_for_function(  # verdicts come in after the first draw
+        "() => { const n = globalThis.__onnxSurgeryGraph.byId.get('group:/stage7'); return n && n.badge; }"
+    )
+    settle(page)
     group = graph_state(page, "g.byId.get('group:/stage7')")
     assert group["label"].splitlines()[0] == "/stage7"
     assert group["label"].splitlines()[1].startswith("40 nodes · ")
