@@ -201,8 +201,8 @@ def load_checks() -> tuple[Check, ...]:
                 what = "builder" if w["recorded"] == "builder" else "parser"
                 source = f"recorded from {with_what}'s {what} on this check's fixture, {on}"
                 words.append(Words(lo, hi, w.get("template") or _escape(got["text"]), source))
-            else:
-                words.append(Words(lo, hi, w["text"], w["from"]))
+            else:  # not from a run: say so, so that it reads apart from recorded words
+                words.append(Words(lo, hi, w["text"], f"as written in the parser's source, {w['from']}"))
         lo, hi = _range(rec["versions"])
         out.append(
             Check(
