@@ -340,7 +340,14 @@ def groups_of(facts: GraphFacts, members: list[int], scope: str | None) -> list[
     out = []
     for run in runs:
         first, last = group_of[run[0]], group_of[run[-1]]
-        span = first if first == last else f"{first} … {last}"
+        if first == last:
+            span = first
+        else:  # "/encoder/layer.0 … layer.47": the last one without the path they share
+            a, b = first.split("/"), last.split("/")
+            k = 0
+            while k < min(len(a), len(b)) - 1 and a[k] == b[k]:
+                k += 1
+            span = f"{first} … {'/'.join(b[k:])}"
         out.append((f"range:{pos[run[0]]}-{pos[run[-1]]}", span, run))
     return out
 
