@@ -6,8 +6,11 @@ message names the file and what would work. Nothing here mutates the file on dis
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -356,3 +359,37 @@ def load_model(
     if total > limit:
         raise _too_large(source, total, limit, "the model with its external data")
     return Model(proto, source, path.parent, size, external)
+
+
+# --- handing a model to a backend that reads files --------------------------------------------------------------
+
+
+def has_external_data(proto: ModelProto) -> bool:
+    """Whether any tensor of the model (subgraphs included) keeps its data in an external file."""
+    return any(True for _ in _external_entries(proto))
+
+
+@contextlib.contextmanager
+def private_copy(data: bytes | ModelProto, base_dir: str | Path | None = None):
+    """A file holding the model, in a private temporary folder removed afterwards (never in the user's folder).
+    Each external-data file the model names appears in that folder under the same relative name: a hard link
+    (no copy, the same bytes), or a copy where the folders are on different file systems. A symbolic link would
+    not do: OpenVINO refuses a location that resolves outside the model's folder. Yields the path."""
+    proto = data if isinstance(data, ModelProto) else None
+    blob = data.SerializeToString() if proto is not None else data
+    with tempfile.TemporaryDirectory(prefix="onnx-surgery-model-") as tmp:
+        if base_dir is not None:
+            if proto is None:
+                proto = ModelProto()
+                proto.ParseFromString(blob)
+            for location in {info.get("location", "") for _, info in _external_entries(proto)} - {""}:
+                target = Path(tmp) / location
+                target.parent.mkdir(parents=True, exist_ok=True)
+                source = Path(base_dir).resolve() / location
+                try:
+                    os.link(source, target)
+                except OSError:  # another file system (or links not allowed): a copy
+                    shutil.copyfile(source, target)
+        path = Path(tmp) / "model.onnx"
+        path.write_bytes(blob)
+        yield str(path)

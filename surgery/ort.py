@@ -6,7 +6,6 @@ The model itself is never changed: only the copy handed to onnxruntime may carry
 from __future__ import annotations
 
 import functools
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +13,7 @@ import onnx
 from onnx import ModelProto, TensorProto, helper
 
 from surgery.graph import tensor_info_from_type
+from surgery.model import has_external_data
 
 # Minimal IR version that introduced each element type (onnx/onnx docs/IR.md, "IR version history").
 _DTYPE_MIN_IR = {
@@ -99,19 +99,10 @@ def make_session(model: ModelProto, base_dir: Path | str | None = None, *, optim
     for k, v in opts.items():
         setattr(so, k, v)
     run = runnable_copy(model)
-    if base_dir is not None and _has_external(run):
-        # external locations are relative to the model's folder: write the copy there, in a temp file
-        with tempfile.NamedTemporaryFile(suffix=".onnx", dir=str(base_dir), delete=True) as f:
-            f.write(run.SerializeToString())
-            f.flush()
-            return ort.InferenceSession(f.name, so, providers=["CPUExecutionProvider"])
+    if base_dir is not None and has_external_data(run):
+        # external locations are relative to the model's folder: tell onnxruntime the folder (nothing written)
+        so.add_session_config_entry("session.model_external_initializers_file_folder_path", str(base_dir))
     return ort.InferenceSession(run.SerializeToString(), so, providers=["CPUExecutionProvider"])
-
-
-def _has_external(model: ModelProto) -> bool:
-    from onnx.external_data_helper import _get_all_tensors
-
-    return any(t.data_location == TensorProto.EXTERNAL for t in _get_all_tensors(model))
 
 
 _NP = {

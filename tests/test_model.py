@@ -190,3 +190,66 @@ def test_ir_not_lowered_when_a_dtype_needs_it():
         assert ir == model.ir_version and "need IR 11" in why
     else:
         assert ir == ort.max_ir_version()
+
+
+def test_checks_and_builds_write_nothing_beside_the_model(tmp_path):
+    """A model with external weights, checked and built on every backend: its folder is unchanged afterwards
+    (copies go to private temporary folders; onnxruntime and TensorRT read the weights in place)."""
+    import importlib.util
+
+    import numpy as np
+    import onnx
+    from onnx import helper, numpy_helper
+
+    from surgery.backends.base import BuildOptions
+    from surgery.build import build_model
+    from surgery.diagnose import check_one, clear_cache
+
+    #   x + w (w in weights.bin beside the model) -> y
+    w = numpy_helper.from_array(np.arange(4096, dtype=np.float32), "w")
+    g = helper.make_graph(
+        [helper.make_node("Add", ["x", "w"], ["y"], name="add")],
+        "g",
+        [helper.make_tensor_value_info("x", 1, [4096])],
+        [helper.make_tensor_value_info("y", 1, [4096])],
+        [w],
+    )
+    path = tmp_path / "m.onnx"
+    onnx.save(
+        helper.make_model(g, ir_version=8, opset_imports=[helper.make_opsetid("", 13)]),
+        str(path),
+        save_as_external_data=True,
+        location="weights.bin",
+        size_threshold=0,
+    )
+    before = sorted(p.name for p in tmp_path.iterdir())
+    model = load_model(path)
+    backends = [
+        b
+        for b, m in (
+            ("onnxruntime", "onnxruntime"),
+            ("openvino", "openvino"),
+            ("tvm", "tvm"),
+            ("tensorrt", "tensorrt_rtx"),
+        )
+        if importlib.util.find_spec(m)
+    ]
+    for b in backends:
+        clear_cache()
+        assert check_one(model.proto, b, model.base_dir, depth="build").outcome.value == "accepts", b
+        out = tmp_path.parent / f"out-{b}"
+        assert build_model(
+            b, model.proto, BuildOptions(runs=1, warmup=0, out_dir=str(out)), base_dir=model.base_dir
+        ).ok
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_a_dead_worker_leaves_no_temporary_files():
+    import glob
+
+    from surgery.backends.isolate import BackendCrash, call_isolated
+
+    with pytest.raises(BackendCrash, match="crashed") as caught:
+        call_isolated("surgery.backends.isolate:leave_a_temp_file_and_crash", timeout=60)
+    left = [line for line in caught.value.detail.splitlines() if line.endswith(".onnx")]
+    assert left and not any(glob.glob(p) for p in left)  # its folder went with the worker

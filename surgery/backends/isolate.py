@@ -94,6 +94,9 @@ class _Worker:
         self.err = open(self.err_path, "w+b")  # noqa: SIM115 - lives as long as the worker
         child_env = dict(os.environ, **(env or {}))
         child_env["PYTHONPATH"] = _pythonpath(env)
+        # the child's temporary files live in a folder this process owns and removes, even when the child dies
+        child_env["TMPDIR"] = os.path.join(self.tmp.name, "tmp")
+        os.mkdir(child_env["TMPDIR"])
         self.proc = subprocess.Popen(
             [sys.executable, "-c", _WORKER],
             stdin=subprocess.PIPE,
@@ -270,3 +273,13 @@ def report_progress(fraction: float, message: str) -> None:
 def crash_for_test(sig: int = signal.SIGSEGV) -> None:
     """Kill the current process with `sig` (used by the tests to prove a crash becomes a verdict)."""
     os.kill(os.getpid(), sig)
+
+
+def leave_a_temp_file_and_crash(sig: int = signal.SIGSEGV) -> str:
+    """Write a temporary file, then die (the tests prove the parent removes what a dead child left behind)."""
+    fd, path = tempfile.mkstemp(suffix=".onnx")
+    os.write(fd, b"x")
+    os.close(fd)
+    print(path, file=sys.stderr, flush=True)
+    os.kill(os.getpid(), sig)
+    return path

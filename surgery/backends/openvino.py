@@ -4,12 +4,10 @@ All OpenVINO calls run in an isolated process."""
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 import time
 
-from onnx import ModelProto, TensorProto
+from onnx import ModelProto
 
 from surgery.backends.base import (
     Availability,
@@ -25,6 +23,7 @@ from surgery.backends.base import (
 )
 from surgery.backends.isolate import call_isolated
 from surgery.graph import node_keys
+from surgery.model import private_copy
 
 TIMEOUT_S = 300.0
 
@@ -53,12 +52,6 @@ def _convert(path: str) -> dict:
         op.get_friendly_name() for op in partial.get_ops() if op.get_type_name() == "ONNXFrameworkNode"
     ]
     return out
-
-
-def _has_external(model: ModelProto) -> bool:
-    from onnx.external_data_helper import _get_all_tensors
-
-    return any(t.data_location == TensorProto.EXTERNAL for t in _get_all_tensors(model))
 
 
 def _failures(error: str) -> list[tuple[str, str]]:
@@ -101,14 +94,10 @@ class OpenVINOBackend(BuildsWithSurgeryBuild):
 
     def check(self, model: ModelProto, base_dir: str | None = None, depth: Stage = Stage.PARSE) -> Report:
         t0 = time.perf_counter()
-        # external weights are found relative to the model file: write it beside them only when it has some
-        fd, path = tempfile.mkstemp(suffix=".onnx", dir=base_dir if _has_external(model) else None)
-        try:
-            os.write(fd, model.SerializeToString())
-            os.close(fd)
+        # OpenVINO reads a file: a private copy, its external weights linked in (removed here, whatever the child
+        # process does)
+        with private_copy(model, base_dir) as path:
             out = call_isolated("surgery.backends.openvino:_convert", path, timeout=TIMEOUT_S)
-        finally:
-            os.unlink(path)
         report = Report(self.id, self.label, self.version, backend_calls=1)
         keys = node_keys(model.graph.node)
         by_name = {n.name: k for k, n in zip(keys, model.graph.node) if n.name}

@@ -9,9 +9,8 @@ parsed again — the recursive partitioning of Polygraphy's `inspect capability 
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
+from pathlib import Path
 
 from onnx import ModelProto, helper
 
@@ -64,10 +63,11 @@ def clean_words(text: str) -> str:
 
 
 def _parse(trt, logger, data: bytes, path: str | None):
+    """Parse from memory; `path` only tells the parser where external weights are (nothing is read from it)."""
     builder = trt.Builder(logger)
     network = builder.create_network(0)
     parser = trt.OnnxParser(network, logger)
-    ok = parser.parse_from_file(path) if path else parser.parse(data)
+    ok = parser.parse(data, path) if path else parser.parse(data)
     errors = []
     for i in range(parser.num_errors):
         e = parser.get_error(i)
@@ -124,15 +124,9 @@ def check(data: bytes, base_dir: str | None = None, max_rounds: int = 64) -> dic
     facts = GraphFacts.of(model)
 
     def parse(blob: bytes):
-        if not base_dir:
-            return _parse(trt, logger, blob, None)
-        fd, path = tempfile.mkstemp(suffix=".onnx", dir=base_dir)  # external data resolves beside the model
-        try:
-            os.write(fd, blob)
-            os.close(fd)
-            return _parse(trt, logger, blob, path)
-        finally:
-            os.unlink(path)
+        # from memory; with base_dir the parser is told where the model lives, so external weights resolve beside
+        # it (nothing is written there)
+        return _parse(trt, logger, blob, str(Path(base_dir) / "model.onnx") if base_dir else None)
 
     ok, errors = parse(data)
     result = {

@@ -3,8 +3,6 @@ compiled blob (`export_model`) is the artifact."""
 
 from __future__ import annotations
 
-import os
-import tempfile
 import time
 from pathlib import Path
 
@@ -13,6 +11,7 @@ from onnx import ModelProto
 from surgery.backends.base import BuildOptions, BuildReport
 from surgery.backends.isolate import report_progress
 from surgery.build.measure import measure_into
+from surgery.model import private_copy
 
 HINTS = {"fp32": "f32", "fp16": "f16", "bf16": "bf16"}
 
@@ -31,9 +30,11 @@ def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
             f"Note: available: {', '.join(HINTS)} (INT8 needs a quantized model, e.g. from NNCF)",
             label=label,
         )
-    fd, path = tempfile.mkstemp(suffix=".onnx", dir=base_dir)  # external data resolves beside the model
-    os.write(fd, data)
-    os.close(fd)
+    with private_copy(data, base_dir) as path:  # a private folder, external weights linked in
+        return _build(ov, model, path, options, label, base_dir)
+
+
+def _build(ov, model: ModelProto, path: str, options: BuildOptions, label: str, base_dir) -> BuildReport:
     core = ov.Core()
     report_progress(0.1, "openvino: converting")
     t = time.perf_counter()
@@ -51,8 +52,6 @@ def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
             build_seconds=time.perf_counter() - t,
             label=label,
         )
-    finally:
-        os.unlink(path)
     seconds = time.perf_counter() - t
     artifact = Path(options.out_dir) / "model.openvino.blob"
     blob = compiled.export_model()

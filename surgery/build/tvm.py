@@ -18,9 +18,9 @@ def _with_weights(model: ModelProto, base_dir) -> ModelProto:
     """The frontend reads weights from the proto: load external data into a copy."""
     from onnx.external_data_helper import load_external_data_for_model
 
-    from surgery.ort import _has_external
+    from surgery.model import has_external_data
 
-    if not base_dir or not _has_external(model):
+    if not base_dir or not has_external_data(model):
         return model
     copy = ModelProto()
     copy.CopyFrom(model)
