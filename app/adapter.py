@@ -145,10 +145,18 @@ def leave_scope(all_levels: bool = False) -> None:
 
 
 @st.cache_resource(show_spinner=False, max_entries=64)  # not cache_data: unpickling 100k verdicts per rerun
-def _check(fp: str, target: str, _model, _base_dir):
+def _check(fp: str, target: str, _model, _base_dir, depth: str | None = None):
     from surgery.diagnose import check_one
 
-    return check_one(_model, target, _base_dir, fp=fp)
+    return check_one(_model, target, _base_dir, fp=fp, depth=depth)
+
+
+DEPTHS = {"each target's default": None, "parse": "parse", "build": "build"}
+
+
+def depth() -> str | None:
+    """How far the checks go (the sidebar's choice): None for each target's default, else parse or build."""
+    return DEPTHS.get(state().get("check_depth") or "")
 
 
 CHECK_ON_REQUEST_OVER = (
@@ -175,7 +183,7 @@ def reports(targets: list[str] | None = None):
     out = []
     for t in targets if targets is not None else state().targets:
         try:
-            out.append(_check(fp, t, ws.current, ws.original.base_dir))
+            out.append(_check(fp, t, ws.current, ws.original.base_dir, depth()))
         except Exception as exc:  # an unknown target or a backend that cannot load: say so, keep going
             from surgery.backends.base import Message, Report, error_line
 
@@ -321,7 +329,7 @@ def walkthrough(name: str) -> dict:
 
     les = lesson(name)
     ws = Workspace.open(sample_path(name))
-    before = check_one(ws.current, les.backend, ws.original.base_dir)
+    before = check_one(ws.current, les.backend, ws.original.base_dir, depth=les.depth)
     out = {"lesson": les, "before": before, "verdict": before.by_node().get(les.node or ""), "proposal": None}
     rule = next(r for r in builtin_rules() if r.id == les.rule)
     values = rule.example.get("values") or None  # a rule that asks (a shape) gets its example's answer
@@ -333,7 +341,7 @@ def walkthrough(name: str) -> dict:
         return out
     out["proposal"] = found[0]
     try:
-        applied = apply(ws, found[0], targets=[les.backend])
+        applied = apply(ws, found[0], targets=[les.backend], depth=les.depth)
     except FixError as exc:
         out["error"] = str(exc)
         return out

@@ -42,6 +42,13 @@ def render() -> None:
         options = adapter.target_options()
         s.targets = [t for t in s.targets if t in options]  # the widget below is bound to this state
         st.multiselect("Targets", options, key="targets")
+        st.selectbox(
+            "Check to",
+            list(adapter.DEPTHS),
+            key="check_depth",
+            help="parse: the backend's parser / importer; build: also build what parsed (as Test build does); "
+            "by default TensorRT checks to parse, onnxruntime, OpenVINO and TVM to build",
+        )
         if adapter.check_pending() and s.targets:
             n = len(adapter.workspace().current.graph.node)
             st.info(f"{n:,} nodes: the graph is drawn first; checking them takes a while.")

@@ -217,6 +217,7 @@ def apply(
     *,
     targets: list[str] | None = None,
     check: bool = True,
+    depth: str | None = None,
 ) -> Applied:
     """Apply a proposal as a workspace step; verify it against the model before it (onnxruntime, seeded
     inputs); with `targets` (and `check`), check them before and after. An exact fix that fails verification is undone and
@@ -230,7 +231,7 @@ def apply(
     if targets:
         from surgery.diagnose import check_model
 
-        before = check_model(before_model, targets, base)
+        before = check_model(before_model, targets, base, depth=depth)
     workspace.apply(proposal.step)
     report = None
     if verify:
@@ -254,7 +255,7 @@ def apply(
     if targets:
         from surgery.diagnose import check_model
 
-        after = check_model(workspace.current, targets, base)
+        after = check_model(workspace.current, targets, base, depth=depth)
     return Applied(proposal, report, before, after)
 
 
