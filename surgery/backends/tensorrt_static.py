@@ -503,6 +503,10 @@ def t_nonzero_zero_point(node, facts):
     return None
 
 
+def t_domain_is(node, facts, domain):
+    return {"detail": f"domain {domain}"} if (node.domain or "") == domain else None
+
+
 def t_attention_mask_and_causal(node, facts):
     if _input(node, 3) and _attr(node, "is_causal", 0):
         return {"detail": "attn_mask with is_causal=1"}
@@ -692,7 +696,10 @@ class TensorRTStaticBackend:
             x = _input(node, names.index(rule["input"]))
             if not x:
                 continue
-            strict = rule["kind"] == "initializer" and _vt(self.version) < (10, 0)
+            applying = [c for c in family if c.applies(self.version)]
+            strict = rule["kind"] == "initializer" and (
+                _vt(self.version) < (10, 0) or any(c.args.get("strict") for c in applying)
+            )
             if facts.is_weights(x) if strict else _build_time_constant(facts, x):
                 continue
             values = {
@@ -700,7 +707,6 @@ class TensorRTStaticBackend:
                 "table_text": rule["text"],
                 "detail": f"input '{x}' is computed at run time",
             }
-            applying = [c for c in family if c.applies(self.version)]
             if applying:
                 return Problem(applying[0], values)
             if family and _vt(self.version) > max(_vt(c.until) for c in family):
