@@ -219,6 +219,22 @@ def explain_node(ctx: Context, rule: Rule, node: NodeProto) -> list[tuple[bool, 
                 else "no input meets " + ", ".join(f"{k}={v}" for k, v in m["any_input"].items()),
             )
         )
+    if "any_output_read" in m:
+        facts = ctx.facts
+        read = [
+            i
+            for i in m["any_output_read"]
+            if i < len(node.output)
+            and node.output[i]
+            and (node.output[i] in facts.graph_outputs or facts.consumers.get(node.output[i]))
+        ]
+        names = ", ".join(f"{i} '{node.output[i]}'" for i in read)
+        out.append(
+            (
+                bool(read),
+                f"output {names} is read" if read else f"no output of {m['any_output_read']} is read",
+            )
+        )
     if "outputs_are_graph_outputs" in m:
         outs = {o.name for o in ctx.model.graph.output}
         got = all(o in outs for o in node.output if o)

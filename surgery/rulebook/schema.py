@@ -33,6 +33,8 @@ MATCH_FIELDS = {
     "any_input": "conditions that at least one input meets",
     "outputs_are_graph_outputs": "true: every output of the node is a graph output",
     "local_function": "true: the node calls a model-local function (its op type and domain name one)",
+    "any_output_read": "a list of output indices: at least one of them exists and is read (by a node or as a "
+    "graph output)",
 }
 INPUT_CONDITIONS = {
     "missing": "the input is absent (an empty name or fewer inputs)",
@@ -166,6 +168,9 @@ def validate(data: Any, where) -> Rule:
         fail("match.op", "must be an op type or a list of op types")
     if "domain" in match and not isinstance(match["domain"] or "", str):
         fail("match.domain", "must be a string ('' for the standard ops)")
+    read = match.get("any_output_read")
+    if read is not None and not (isinstance(read, list) and read and all(isinstance(i, int) for i in read)):
+        fail("match.any_output_read", "must be a list of output indices, e.g. [1, 2]")
     for flag in ("outputs_are_graph_outputs", "local_function"):
         if flag in match and not isinstance(match[flag], bool):
             fail(f"match.{flag}", "must be true or false")
