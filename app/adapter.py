@@ -239,6 +239,17 @@ def proposals(node_key: str | None = None, values: dict | None = None):
     return [p for p in found if node_key is None or p.node == node_key]
 
 
+def why_no_fix(node_key: str, reports) -> list[str]:
+    """For a refused node no rule fixes: the nearest misses of the rules meant for its refusal, or that no rule
+    answers it (surgery.rulebook.tracer.unrepaired, as `fix` prints them)."""
+    from surgery.rulebook.tracer import unrepaired
+
+    refused = [
+        r for r in reports if any(v.node == node_key and v.status.value != "supported" for v in r.verdicts)
+    ]
+    return [line for key, line in unrepaired(workspace().current, refused, all_rules()) if key == node_key]
+
+
 @st.cache_resource(show_spinner=False, max_entries=32)
 def _proposals(fp: str, targets: tuple, rules_key: tuple, values_key: str, _model, _rules, _values):
     from surgery.rulebook import propose

@@ -232,3 +232,28 @@ def test_search_selects_a_node_and_focus_draws_its_neighbourhood():
     assert any(f"within 1 hops of {hits.options[0]}" in c.value for c in at.caption), [
         c.value for c in at.caption
     ]
+
+
+def test_a_refused_node_without_a_fix_says_why_no_rule_applies():
+    #   TopK whose K is computed from a dynamic dim: fold-topk-k is meant for it but cannot fold K
+    import onnx.parser
+
+    at = run_page(targets=["tensorrt-static@8.6"])
+    model = onnx.parser.parse_model(
+        """<ir_version: 8, opset_import: ["" : 13]>
+        g (float[n,8] x) => (float[n,m] v, int64[n,m] i) <int64[1] zero = {0}, int64[1] one = {1}> {
+          [shape] s = Shape (x)
+          [slice] k = Slice (s, zero, one)
+          [topk] v, i = TopK (x, k)
+        }"""
+    )
+    from surgery.workspace import Workspace
+
+    at.session_state["ws"] = Workspace.open(model.SerializeToString(), name="k.onnx")
+    at.session_state["model_name"] = "k.onnx"
+    at.session_state["selected"] = "topk"
+    at.run()
+    assert not at.exception
+    lines = [c.value.replace("\\", "") for c in at.caption]  # captions are Markdown-escaped
+    assert any("No rule matches this node" in x for x in lines), lines
+    assert any("fold-topk-k does not match TopK" in x and "not foldable" in x for x in lines), lines

@@ -228,6 +228,8 @@ with right:
         props = adapter.proposals(key)
         if not props:
             st.caption("No rule matches this node for the chosen targets.")
+            for line in adapter.why_no_fix(key, reports):  # the tracer's nearest misses, as `fix` prints them
+                st.caption(md_escape(line))
         for p in props:
             with st.container(border=True):
                 st.markdown(f"**{md_escape(p.rule.title)}**  \n`{p.rule.id}` · safety: **{p.safety}**")
