@@ -37,7 +37,7 @@ CSS = """
 .graph-tools button[aria-pressed="true"] { background: #e7effb; border-color: #1f5fbf; }
 .graph-zoom { min-width: 3.2em; text-align: center; color: #55606c; }
 .graph-minimap { position: absolute; right: 8px; bottom: 8px; border: 1px solid #c3ccd6; border-radius: 4px;
-  background: #fff; cursor: pointer; }
+  background: #fff; cursor: pointer; width: min(190px, 26%); height: auto; }
 .graph-tooltip { position: absolute; display: none; z-index: 5; max-width: 560px; padding: 6px 9px;
   background: #1d2733f2; color: #f4f6f8; border-radius: 5px; font: 12px/1.45 ui-monospace, monospace;
   white-space: pre-wrap; word-break: break-all; pointer-events: none; box-shadow: 0 2px 8px #0003; }

@@ -95,6 +95,7 @@ class View:
     layout_seconds: float = 0.0
     opened: str | None = None  # the group opened in place, if any
     inner_groups: set[str] = field(default_factory=set)  # groups drawn inside the opened one (a big one)
+    frame: tuple[float, float, float, float] | None = None  # the area the first view shows (default: all)
 
     def layout_id(self) -> str:
         h = hashlib.sha1()
@@ -118,8 +119,34 @@ class View:
             "start": self.start,
             "layout_id": self.layout_id(),
             "collapsed": self.collapsed,
+            "frame": self.frame,
             "legend": [{"status": s, "color": COLORS[s], "text": t} for s, t in LEGEND],
         }
+
+    def side(self, which: str) -> View:
+        """One side of a comparison, at the same positions as the overlay (so the two sides line up): "before"
+        leaves out what the step added, "after" what it removed."""
+        drop = "added" if which == "before" else "removed"
+        keep = [n for n in self.nodes if n.diff != drop]
+        ids = {n.id for n in keep}
+        picked = [k for k, (a, b) in enumerate(self.edges) if a in ids and b in ids]
+        out = View(**{**self.__dict__})
+        out.nodes = keep
+        out.edges = [self.edges[k] for k in picked]
+        out.routes = [self.routes[k] for k in picked]
+        out.edge_labels = [self.edge_labels[k] for k in picked]
+        out.start = self.start if self.start in ids else next((n.id for n in keep if n.diff), None)
+        out.frame = (
+            (
+                min(n.x - n.w / 2 for n in self.nodes),
+                min(n.y - n.h / 2 for n in self.nodes),
+                max(n.x + n.w / 2 for n in self.nodes),
+                max(n.y + n.h / 2 for n in self.nodes),
+            )
+            if self.nodes
+            else None
+        )
+        return out
 
     def counts(self) -> dict[str, int]:
         """How many drawn operator nodes (or groups) have each status."""

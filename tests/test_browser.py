@@ -202,6 +202,11 @@ def test_the_classic_resize_journey(page, tmp_path):
     assert {"/up/Concat", "/up/Concat_1", "/up/Cast"} <= set(struck)
     if SHOT:
         page.screenshot(path=str(Path(SHOT).with_name("diff.png")))
+    page.locator(".st-key-compare_side label").click()  # side by side: before left, after right
+    settle(page)
+    assert page.locator(".graph-canvas").count() == 2
+    page.locator(".st-key-compare_side label").click()
+    settle(page)
     choose(page, "compare", "—")
 
     page.locator(".st-key-undo button").click()

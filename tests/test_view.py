@@ -282,3 +282,10 @@ def test_diff_overlays_removed_and_added_nodes_around_a_step():
     assert "removed by the step" in next(
         n.title for n in view.nodes if n.diff == "removed" and n.kind == "op"
     )
+    # side by side: the same places, each side without what the other alone has
+    left, right = view.side("before"), view.side("after")
+    assert {n.id for n in left.nodes} == {n.id for n in view.nodes}  # a fold only removes
+    assert not any(n.diff == "removed" for n in right.nodes) and "/up/Resize" in {n.id for n in right.nodes}
+    pos = {n.id: (n.x, n.y) for n in view.nodes}
+    assert all(pos[n.id] == (n.x, n.y) for n in right.nodes)
+    assert all(a in pos and b in pos for a, b in right.edges) and len(right.routes) == len(right.edges)

@@ -150,17 +150,24 @@ with left:
         report, reports, s.selected if focus and s.selected in facts.index else None, int(hops)
     )
     options = graph_view.compare_options()
+    side_by_side = False
     if len(options) > 1:
-        picked = st.selectbox(
+        row = st.columns([4, 1.2], vertical_alignment="bottom")
+        picked = row[0].selectbox(
             "Compare",
             list(options),
             key="compare",
-            help="the graph before and after a step of the recipe, or a previewed fix, overlaid: removed nodes "
-            "struck out in red, added or changed ones outlined",
+            help="the graph before and after a step of the recipe, or a previewed fix: removed nodes struck out "
+            "in red, added or changed ones outlined",
+        )
+        side_by_side = row[1].toggle(
+            "Side by side", key="compare_side", help="before on the left, after on the right"
         )
         shown = graph_view.compare(options.get(picked, ""), report, reports)
         if shown is not None:
             view = shown
+        else:
+            side_by_side = False
     counts = view.counts()
     legend = " &nbsp; ".join(
         f"<span style='color:{COLORS[name]};font-size:1.15em'>■</span> {name}"
@@ -192,16 +199,26 @@ with left:
     if view.note:
         info[0].caption(md_escape(view.note))
     info[1].markdown(f"<div class='wb-legend'>{legend}</div>", unsafe_allow_html=True)
-    result = graph(view.payload(s.selected), key="graph")  # one element: a new model relays it out in place
-    click = getattr(result, "selected", None)
-    if isinstance(click, dict) and click.get("at") != s.get("_last_click_at"):
-        s._last_click_at = click.get("at")
-        ref = click.get("ref") or ""
-        if ref.startswith("group:"):
-            graph_view.open_group(view, ref[len("group:") :])
-        elif ref:
-            s.selected = ref
-        st.rerun()
+    if side_by_side:  # the two sides at the same places, so they line up
+        halves = st.columns(2, gap="small")
+        results = []
+        for half, which in zip(halves, ("before", "after")):
+            with half:
+                results.append(graph(view.side(which).payload(s.selected), key=f"graph-{which}"))
+    else:
+        results = [
+            graph(view.payload(s.selected), key="graph")
+        ]  # one element: a new model relays it out in place
+    for result in results:
+        click = getattr(result, "selected", None)
+        if isinstance(click, dict) and click.get("at") != s.get("_last_click_at"):
+            s._last_click_at = click.get("at")
+            ref = click.get("ref") or ""
+            if ref.startswith("group:"):
+                graph_view.open_group(view, ref[len("group:") :])
+            elif ref:
+                s.selected = ref
+            st.rerun()
 
 with right:
     checking = st.empty()

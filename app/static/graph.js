@@ -290,6 +290,10 @@ function update(st, data, first) {
 }
 
 function bounds(data) {
+  if (data.frame) {  // both sides of a comparison show the same area
+    const [x0, y0, x1, y1] = data.frame;
+    return { x0, y0, x1, y1 };
+  }
   let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
   for (const n of data.nodes) {
     x0 = Math.min(x0, n.x - n.w / 2); x1 = Math.max(x1, n.x + n.w / 2);
@@ -453,7 +457,8 @@ function minimap(st) {
     const r = mm.getBoundingClientRect();
     const m = st.minimapMap;
     if (!m) return;
-    const x = (ev.clientX - r.left - m.ox) / m.k + m.bx, y = (ev.clientY - r.top - m.oy) / m.k + m.by;
+    const sx = mm.width / r.width, sy = mm.height / r.height;  // the minimap may be drawn smaller
+    const x = ((ev.clientX - r.left) * sx - m.ox) / m.k + m.bx, y = ((ev.clientY - r.top) * sy - m.oy) / m.k + m.by;
     st.network.moveTo({ position: { x, y }, scale: st.network.getScale(), animation: false });
   };
   let down = false;
