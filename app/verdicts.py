@@ -19,6 +19,11 @@ def md_escape(text: str) -> str:
     return _MD_SPECIAL.sub(r"\\\1", str(text))
 
 
+def inline_code(text: str) -> str:
+    """`text` as inline code: Markdown escapes mean nothing inside backticks, so only backticks are removed."""
+    return "`" + str(text).replace("`", "'") + "`"
+
+
 def words_block(who: str, words: str, words_from: str) -> None:
     """The backend's own words, verbatim, labelled as theirs."""
     where = "" if words_from in ("", "live") else f" — {words_from}"
@@ -31,7 +36,7 @@ def show_verdict(v: Verdict, label: str) -> None:
         v.status.value, ":material/help:"
     )
     status = "cannot confirm" if v.status.value == "unknown" else v.status.value
-    code = f" — `{md_escape(v.code)}`" if v.code else ""
+    code = f" — {inline_code(v.code)}" if v.code else ""
     stage = f" at {v.stage.value}" if v.status.value != "supported" else ""
     st.markdown(f"{icon} **{md_escape(label)}**: {status}{stage}{code}")
     if v.words:

@@ -78,3 +78,17 @@ def test_names_from_the_model_are_not_markdown(tmp_path, monkeypatch):
     assert at.session_state["selected"] == "/a/$stride$_Relu"  # Enter selects the first match
     assert_no_maths(at, r"\$x\_1\$")  # the inspector's input line
     assert not [t for t in texts(at) if "<b>html" in t], [t for t in texts(at) if "<b>" in t]
+
+
+def test_error_codes_show_without_escape_backslashes():
+    """Inside backticks Markdown escapes are printed as typed: a code reads UNSUPPORTED_NODE, not UNSUPPORTED\\_NODE."""
+    at = AppTest.from_file(MAIN, default_timeout=90)
+    at.run()
+    at.button(key="side-lesson-resize_scales_chain").click()
+    at.run()
+    at.session_state["targets"] = ["tensorrt-static@8.2"]
+    at.session_state["selected"] = "/up/Resize"
+    at.run()
+    assert not at.exception
+    coded = [m.value for m in at.markdown if "UNSUPPORTED" in m.value]
+    assert coded and all("`UNSUPPORTED_NODE`" in t for t in coded), coded
