@@ -8,7 +8,7 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = ["inspect", "targets", "check", "fix", "split", "build", "app"]  # each command adds itself here
+COMMANDS = ["inspect", "targets", "check", "fix", "split", "reduce", "build", "app"]  # each adds itself
 
 EXIT_OK, EXIT_REJECTED, EXIT_BAD_INPUT, EXIT_CANNOT_CONFIRM = 0, 1, 2, 3
 
