@@ -8,7 +8,7 @@ import re
 
 import streamlit as st
 
-from surgery.backends.base import Message, Outcome, Report, Stage, Verdict
+from surgery.backends.base import Message, Outcome, Report, Stage, Verdict, where_said
 
 WHO = {Stage.PARSE: "parser says", Stage.BUILD: "builder says", Stage.RUN: "backend says"}
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|$<>~])")
@@ -26,7 +26,7 @@ def inline_code(text: str) -> str:
 
 def words_block(who: str, words: str, words_from: str) -> None:
     """The backend's own words, verbatim, labelled as theirs."""
-    where = "" if words_from in ("", "live") else f" — {words_from}"
+    where = f" — {where_said(words_from)}" if where_said(words_from) else ""
     st.caption(f"{who} (verbatim){md_escape(where)}:")
     st.code(words, language=None, wrap_lines=True)
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import onnx
 
+from surgery.backends.base import where_said
 from surgery.samples import SAMPLES, build, lessons
 
 HERE = Path(__file__).resolve().parent
@@ -23,7 +24,7 @@ def lessons_markdown() -> str:
         failure = lesson.failure()
         said = []
         if failure is not None and failure.words:
-            where = "" if failure.words_from in ("", "live") else f" ({failure.words_from})"
+            where = f" ({where_said(failure.words_from)})" if where_said(failure.words_from) else ""
             said = [f"- **{failure.stage.value.capitalize()} stage, in its words**{where}:", "", "  ```"]
             said += [f"  {line}" for line in failure.words.splitlines()] + ["  ```"]
         elif failure is not None:

@@ -84,7 +84,7 @@ class Verdict:
     explanation: str = ""  # ours: what it means, the detail the backend did not print
     stage: Stage = Stage.PARSE
     evidence: Evidence = field(default_factory=lambda: Evidence("unknown"))
-    words_from: str = ""  # "live" (this run), else where the words were recorded
+    words_from: str = ""  # "live" (this run; "live, in FUNC"), else where the words were recorded
     checks: tuple[str, ...] = ()  # the predictor's check ids that failed (rules declare which they answer)
 
     def to_dict(self) -> dict[str, Any]:
@@ -117,6 +117,21 @@ class Message:
         d = asdict(self)
         d["stage"] = self.stage.value
         return d
+
+
+LIVE = "live"  # words_from of text printed by the backend in this run ("live, in FUNC" names its function)
+
+
+def is_live(words_from: str) -> bool:
+    return words_from == LIVE or words_from.startswith(LIVE + ", ")
+
+
+def where_said(words_from: str) -> str:
+    """Where the words come from, as shown beside them: nothing for this run's words, the backend's function
+    when it named one ("in getReduceAxisMask"), else the recording or source they were taken from."""
+    if words_from == LIVE:
+        return ""
+    return words_from[len(LIVE) + 2 :] if is_live(words_from) else words_from
 
 
 def first_line(text: str, limit: int = 300) -> str:

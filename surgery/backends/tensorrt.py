@@ -10,6 +10,7 @@ import time
 from onnx import ModelProto
 
 from surgery.backends.base import (
+    LIVE,
     Availability,
     BuildsWithSurgeryBuild,
     Evidence,
@@ -29,6 +30,27 @@ TIMEOUT_S = 300.0
 
 def _installed(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
+
+
+def _said_in(func: str) -> str:
+    return f"{LIVE}, in {func}" if func else LIVE
+
+
+def _explain(model: ModelProto, report: Report, got_funcs: dict[int, str], version: str) -> None:
+    """Our explanation beside the parser's words: the predictor's, where it refuses the same node in the same
+    parser function (the newest parser it knows stands for the live one). The words stay the live parser's."""
+    todo = [v for v in report.verdicts if v.status is Status.REJECTED and not v.explanation]
+    if not todo:
+        return
+    from surgery.backends.tensorrt_static import check_by_id, make, nearest_version
+
+    predicted = make(nearest_version(version)).check(model).verdicts
+    checks = check_by_id()
+    for v in todo:
+        p = predicted[v.index]
+        funcs = {checks[c].func for c in p.checks if c in checks}
+        if p.status is Status.REJECTED and got_funcs.get(v.index) in funcs:
+            v.explanation = p.explanation
 
 
 class TensorRTBackend(BuildsWithSurgeryBuild):
@@ -87,9 +109,7 @@ class TensorRTBackend(BuildsWithSurgeryBuild):
             ) from None
         report.backend_calls = out["parses"]
         report.messages = [
-            Message(
-                "error", words=e["desc"], explanation=f"in {e['func']}", code=e["code"], words_from="live"
-            )
+            Message("error", words=e["desc"], code=e["code"], words_from=_said_in(e["func"]))
             for e in out["messages"]
         ]
         evidence = Evidence("live parser", f"{self.flavour} {out['version']} ONNX parser")
@@ -105,8 +125,6 @@ class TensorRTBackend(BuildsWithSurgeryBuild):
             caveat = self._rtx_caveat(node.op_type, got["words"]) if status == "rejected" else None
             if caveat:
                 status, explanation = "unknown", caveat
-            if got["func"] and got["words"]:
-                explanation = f"{explanation} (in {got['func']})" if explanation else f"in {got['func']}"
             report.verdicts.append(
                 Verdict(
                     key,
@@ -117,9 +135,11 @@ class TensorRTBackend(BuildsWithSurgeryBuild):
                     words=got["words"],
                     explanation=explanation,
                     evidence=evidence,
-                    words_from="live" if got["words"] else "",
+                    words_from=_said_in(got["func"]) if got["words"] else "",
                 )
             )
+        funcs = {i: v.get("func", "") for i, v in out["verdicts"].items()}
+        _explain(model, report, funcs, self.version if self.flavour == "TensorRT" else "")
         report.accepted = out["accepted"]
         report.seconds = time.perf_counter() - t0
         return report

@@ -109,6 +109,7 @@ def _vt(v: str) -> tuple[int, ...]:
 
 
 @cache
+@cache
 def support_data() -> dict:
     return json.loads(TABLES_PATH.read_text())
 
@@ -124,6 +125,17 @@ def resolve_version(version: str) -> str:
             f"no support data for TensorRT {version}. Note: available: {', '.join(SUPPORTED_VERSIONS)}"
         )
     return v
+
+
+def nearest_version(version: str) -> str:
+    """The newest version with support data at or before `version` (a live TensorRT's "10.13.0.35"), else the
+    newest of all (TensorRT-RTX numbers its releases apart: its parser follows the newest onnx-tensorrt)."""
+    try:
+        major_minor = tuple(int(x) for x in str(version).split(".")[:2])
+    except ValueError:
+        return SUPPORTED_VERSIONS[-1]
+    older = [v for v in SUPPORTED_VERSIONS if _vt(v) <= major_minor]
+    return older[-1] if older and major_minor >= (8, 0) else SUPPORTED_VERSIONS[-1]
 
 
 def version_table(version: str) -> dict:

@@ -10,7 +10,7 @@ import json
 import sys
 from collections import defaultdict
 
-from surgery.backends.base import Outcome, Stage, Status
+from surgery.backends.base import Outcome, Stage, Status, where_said
 from surgery.cli import EXIT_BAD_INPUT, exit_code
 
 WHO = {Stage.PARSE: "parser says", Stage.BUILD: "builder says", Stage.RUN: "backend says"}
@@ -112,7 +112,7 @@ def _sarif(path: str, reports, suggestions: dict) -> dict:
 
 def _said(speaker: str, words: str, words_from: str, indent: str) -> list[str]:
     """The backend's words, verbatim, every line behind '| ', with where they come from when not this run."""
-    where = f" ({words_from})" if words_from and words_from != "live" else ""
+    where = f" ({where_said(words_from)})" if where_said(words_from) else ""
     return [f"{indent}{speaker}{where}:"] + [f"{indent}  | {line}" for line in words.splitlines() or [""]]
 
 
