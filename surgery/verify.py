@@ -13,7 +13,7 @@ float16/bfloat16 (10 mantissa bits), and 0 for integer and bool outputs (any dif
 APPROXIMATE and CHANGES_SEMANTICS fixes are reported with their numbers but never fail on them.
 
 Symbolic input dims take their size from `dims` (by name), else from the changed model where it fixed that dim
-(after freeze_shapes), else 1. A model onnxruntime cannot run (custom op, plugin node) gives status `skipped`
+(after freeze_shapes), else the first of FREE_DIM_SIZES (1, 16, 512, 16000) at which the original runs. A model onnxruntime cannot run (custom op, plugin node) gives status `skipped`
 with "not verifiable with onnxruntime: <reason>", never an exception.
 """
 
@@ -200,19 +200,56 @@ def _input_dims(original: ModelProto, changed: ModelProto, dims: dict[str, int] 
     return chosen | dict(dims or {})
 
 
-def _seeded(original: ModelProto, changed: ModelProto, seed: int, dims: dict[str, int]):
+# Sizes tried for symbolic dims nobody gave, smallest first, while the original fails at run time (ORT: "Non-zero
+# status code returned while running"): 1 is cheapest, but an audio front end needs at least one window (STFT
+# n_fft 400-512 samples) and some models a minimum length. A size whose inputs pass FEED_LIMIT is not tried.
+FREE_DIM_SIZES = (1, 16, 512, 16000)
+FEED_LIMIT = 1 << 24  # elements per input
+RUN_FAILURE = "Non-zero status code returned while running"
+
+
+def _seeded(original: ModelProto, changed: ModelProto, seed: int, dims: dict[str, int], default_dim: int = 1):
     """Seeded inputs for both models: the original's inputs, or the changed model's where the original has no
     shape for one (e.g. before freeze_shapes)."""
     from surgery.ort import seeded_inputs
 
     try:
-        return seeded_inputs(original, seed=seed, dims=dims, default_dim=1)
+        return seeded_inputs(original, seed=seed, dims=dims, default_dim=default_dim)
     except ValueError as first:
         try:
-            theirs = seeded_inputs(changed, seed=seed, dims=dims, default_dim=1)
+            theirs = seeded_inputs(changed, seed=seed, dims=dims, default_dim=default_dim)
         except ValueError:
             raise first from None
         return theirs
+
+
+def _reference_run(original, changed, reference, seed, dims, base_dir):
+    """(feeds, the original's outputs) at the first free-dim size the original runs at; raises the smallest
+    size's failure when none runs."""
+    first_error, tried = None, []
+    for size in FREE_DIM_SIZES:
+        feeds = _seeded(original, changed, seed, dims, default_dim=size)
+        shapes = {k: np.shape(v) for k, v in feeds.items()}
+        if tried and (shapes in tried or max(map(np.prod, shapes.values()), default=0) > FEED_LIMIT):
+            break  # no free dim (the same inputs again), or too large to try
+        tried.append(shapes)
+        try:
+            return feeds, _run_or_cone(reference, original, changed, feeds, base_dir)
+        except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
+            first_error = first_error or exc
+            if RUN_FAILURE not in str(exc):
+                break
+    raise first_error
+
+
+def _run_or_cone(reference, original, changed, feeds, base_dir):
+    try:
+        return _run(reference, feeds, base_dir)
+    except Exception:
+        cone = _cone(original, [o.name for o in changed.graph.output])
+        if cone is None:
+            raise
+        return _run(cone, feeds, base_dir)
 
 
 def verify(
@@ -234,36 +271,36 @@ def verify(
     shape or dtype changes, or when an output is removed.
     """
     safety = Safety(safety)
-    if feeds is None:
-        try:
-            feeds = _seeded(original, changed, seed, _input_dims(original, changed, dims))
-        except ValueError as exc:
-            return VerifyReport("skipped", safety.value, message=f"no inputs to run with: {exc}", seed=seed)
-    shapes = {k: list(np.shape(v)) for k, v in feeds.items()}
     # a changed model may expose tensors the original computes inside (an extracted subgraph): compare those
     reference = _with_outputs(original, [o.name for o in changed.graph.output])
-    results = []
-    for which, model in (("original", reference), ("changed", changed)):
-        try:
+    shapes: dict = {}
+    which = "original"
+    try:
+        if feeds is None:
             try:
-                results.append(_run(model, feeds, base_dir))
-            except Exception:
-                cone = (
-                    _cone(original, [o.name for o in changed.graph.output]) if which == "original" else None
+                feeds, a = _reference_run(
+                    original, changed, reference, seed, _input_dims(original, changed, dims), base_dir
                 )
-                if cone is None:
+            except ValueError as exc:
+                if "no value for input" in str(exc):
                     raise
-                results.append(_run(cone, feeds, base_dir))
-        except Exception as exc:
-            line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-            return VerifyReport(
-                "skipped",
-                safety.value,
-                message=f"not verifiable with onnxruntime: the {which} model does not run ({line})",
-                seed=seed,
-                feeds=shapes,
-            )
-    a, b = results
+                return VerifyReport(
+                    "skipped", safety.value, message=f"no inputs to run with: {exc}", seed=seed
+                )
+        else:
+            a = _run_or_cone(reference, original, changed, feeds, base_dir)
+        shapes = {k: list(np.shape(v)) for k, v in feeds.items()}
+        which = "changed"
+        b = _run(changed, feeds, base_dir)
+    except Exception as exc:
+        line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        return VerifyReport(
+            "skipped",
+            safety.value,
+            message=f"not verifiable with onnxruntime: the {which} model does not run ({line})",
+            seed=seed,
+            feeds=shapes,
+        )
     declared = [o.name for o in original.graph.output]
     a_order = declared + [n for n in a if n not in declared]
     b_order = [o.name for o in changed.graph.output]

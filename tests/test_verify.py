@@ -122,3 +122,31 @@ def test_plugin_node_is_skipped_with_the_reason():
     r = verify(model, swapped, safety=Safety.CHANGES_SEMANTICS)
     assert r.status == "skipped" and r.message.startswith("not verifiable with onnxruntime: ")
     assert "not verified" in r.summary()
+
+
+def _conv_over_time(kernel: int):
+    """[1, 1, T] through a Conv with a `kernel`-wide window: onnxruntime fails at run time while T < kernel."""
+    w = numpy_helper.from_array(np.ones((1, 1, kernel), np.float32), "w")
+    g = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], name="c")],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, "T"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, None])],
+        [w],
+    )
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_free_dims_grow_until_the_original_runs():
+    m = _conv_over_time(400)  # one STFT window of samples: length 1 and 16 fail, 512 runs
+    r = verify(m, m)
+    assert r.status == "ok", r.message
+    assert r.feeds["x"] == [1, 1, 512]
+    assert verify(m, m, dims={"T": 1}).status == "skipped"  # a size the caller gives is kept
+
+
+def test_a_free_dim_that_never_helps_stops_at_the_limit():
+    m = _conv_over_time(100_000)  # no size up to 16000 samples runs it
+    r = verify(m, m)
+    assert r.status == "skipped" and "original model does not run" in r.message
+    assert "Non-zero status code" in r.message  # the smallest size's failure, in onnxruntime's words
