@@ -164,3 +164,29 @@ def test_cli_exit_codes(tmp_path, capsys):
         == 2
     )
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_the_inspector_offers_the_minimal_failing_model_of_a_rejected_node():
+    pytest.importorskip("streamlit")
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(
+        str(Path(__file__).resolve().parent.parent / "app" / "main.py"), default_timeout=120
+    )
+    at.run()
+    at.button(key="side-lesson-resize_scales_chain").click()  # TensorRT 8.2 rejects its Resize
+    at.run()
+    for _ in range(3):  # the workbench checks one target per run
+        at.run()
+    assert not at.exception
+    assert at.session_state["selected"] == "/up/Resize"
+    key = "reduce-tensorrt-static@8.2-/up/Resize"
+    at.button(key=key).click()
+    at.run()
+    assert not at.exception
+    assert any("12 → 2 node(s)" in c.value.replace("\\", "") for c in at.caption), [
+        c.value for c in at.caption
+    ]
+    assert any(b.proto.label == "Download the minimal model" for b in at.get("download_button"))

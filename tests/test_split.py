@@ -404,3 +404,42 @@ def test_unknown_target_and_bad_options_are_bad_input(tmp_path, capsys):
         == 2
     )
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_the_overview_splits_for_deployment_draws_the_plan_and_offers_the_zip():
+    pytest.importorskip("streamlit")
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    from surgery.workspace import Workspace
+
+    at = AppTest.from_file(
+        str(Path(__file__).resolve().parent.parent / "app" / "main.py"), default_timeout=120
+    )
+    at.run()
+    at.session_state["ws"] = Workspace.open(parse(MIDDLE).SerializeToString(), name="middle.onnx")
+    at.session_state["model_name"] = "middle.onnx"
+    at.session_state["targets"] = ["tensorrt-static@10.15"]
+    at.switch_page("pages/overview.py")
+    at.run()
+    assert not at.exception
+    at.button(key="split-tensorrt-static@10.15").click()
+    at.run()
+    assert not at.exception
+    assert any("Deployable" in s.value for s in at.success), [s.value for s in at.success]
+    dot = at.get("graphviz_chart")[0].proto.spec
+    assert "part 1: onnxruntime" in dot and "#2e9d57" in dot and "#4a78b5" in dot
+    crossings = next(d.value for d in at.dataframe if "tensor" in d.value.columns)
+    assert list(crossings["tensor"]) == ["a3", "s"]
+    assert any("reproduces" in c.value for c in at.caption)
+    assert at.get("download_button"), "the parts and plan are offered as a zip"
+
+
+def test_the_zip_holds_the_parts_and_the_plan():
+    import io
+    import zipfile
+
+    plan = make_plan(parse(MIDDLE), "tensorrt-static@10.15")
+    names = sorted(zipfile.ZipFile(io.BytesIO(plan.to_zip())).namelist())
+    assert names == sorted([p.file for p in plan.parts] + ["plan.json"])

@@ -11,6 +11,7 @@ from collections import Counter, defaultdict  # noqa: E402
 import adapter  # noqa: E402
 import pandas as pd  # noqa: E402
 import sidebar  # noqa: E402
+import split_view  # noqa: E402
 import streamlit as st  # noqa: E402
 from verdicts import md_escape, show_report_banner, words_block  # noqa: E402
 
@@ -88,3 +89,4 @@ for r in reports:
             hide_index=True,
             key=f"regions-{r.backend}",
         )
+        split_view.show(r)  # 'Split for deployment': the plan drawn, verified, downloadable

@@ -12,6 +12,7 @@ import json  # noqa: E402
 import adapter  # noqa: E402
 import graph_view  # noqa: E402
 import numpy as np  # noqa: E402
+import reduce_button  # noqa: E402
 import sidebar  # noqa: E402
 import streamlit as st  # noqa: E402
 from graph_component import graph  # noqa: E402
@@ -240,6 +241,7 @@ with right:
             v = r.by_node().get(key)
             if v is not None:
                 show_verdict(v, r.label)
+        reduce_button.show(key, reports)  # 'Minimal failing model' where a target rejects the node
 
         st.markdown("**Fixes**")
         props = adapter.proposals(key)
