@@ -4,6 +4,7 @@ original, and for every model still refused the tracer's one-line reason no rule
 
     python bench/repair_rate.py [--targets tensorrt tensorrt-static@8.2 ...] [--families ocr vad ...]
                                 [--split tune|holdout|all] [--limit N] [--timeout 300] [--json FILE] [--table]
+                                [--no-answers] [--from-json FILE]
 
 The rate per target counts the models the target rejects before `fix` (outcome "rejects") and, separately, those
 without string, sequence or optional tensors (what TensorRT could take at all): repaired = the target accepts
@@ -46,8 +47,32 @@ def _alarm(signum, frame):
     raise OutOfTime()
 
 
-def repair(path: Path, target: str, rules, max_steps: int) -> dict:
-    """One model, one target: before, steps, after, verification, why still refused."""
+def test_values(path: Path) -> dict:
+    """A node test's first data set by input name: the answers a user gives when a rule asks for the value of a
+    configuration input (pin-config-input's `$ask:value`). Empty for models without one."""
+    import onnx
+    from onnx import numpy_helper
+
+    data = path.parent / "test_data_set_0"
+    if not data.is_dir():
+        return {}
+    model = onnx.load(path, load_external_data=False)
+    inits = {t.name for t in model.graph.initializer}
+    names = [i.name for i in model.graph.input if i.name not in inits]
+    values = {}
+    for i, name in enumerate(names):
+        f = data / f"input_{i}.pb"
+        if f.exists():
+            t = onnx.TensorProto()
+            t.ParseFromString(f.read_bytes())
+            values[name] = numpy_helper.to_array(t).tolist()
+    return values
+
+
+def repair(path: Path, target: str, rules, max_steps: int, answers: dict | None = None) -> dict:
+    """One model, one target: before, steps, after, verification, why still refused. When the model is still
+    refused and a rule asks for a value the model's test data has (`answers`), the user's answers are given and
+    `fix` runs again: those rows say which inputs were pinned."""
     from surgery.backends.base import Outcome
     from surgery.diagnose import check_one
     from surgery.model import load_model
@@ -65,6 +90,16 @@ def repair(path: Path, target: str, rules, max_steps: int) -> dict:
     active = [r for r in rules if applies_to(r, [target])]
     applied, refused = run_rules(ws, active, [target], max_steps)
     after = check_one(ws.current, target, base, depth="parse")
+    row["repaired_without_answers"] = after.outcome is Outcome.ACCEPTS
+    if after.outcome is not Outcome.ACCEPTS and answers:
+        more, refused_more = run_rules(ws, active, [target], max_steps, values={"value": answers})
+        if more:
+            applied += more
+            refused += refused_more
+            after = check_one(ws.current, target, base, depth="parse")
+        row["pinned"] = [
+            a.proposal.step.params["input"] for a in more if a.proposal.rule.id == "pin-config-input"
+        ]
     overall = verify_result(ws, applied)
     row.update(
         steps=[f"{a.proposal.rule.id} on {a.proposal.op_type} '{a.proposal.node}'" for a in applied],
@@ -93,9 +128,19 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=300, help="seconds per model and target")
     ap.add_argument("--max-steps", type=int, default=100)
+    ap.add_argument(
+        "--no-answers",
+        dest="answers",
+        action="store_false",
+        help="never answer a rule's question with the model's test data (node tests ship one)",
+    )
     ap.add_argument("--json", help="write every row here")
     ap.add_argument("--table", action="store_true", help="print the per-model table too")
+    ap.add_argument("--from-json", help="print the tables of an earlier run's --json file, run nothing")
     args = ap.parse_args()
+    if args.from_json:
+        report(json.loads(Path(args.from_json).read_text()), args.table)
+        return
     use_disk_cache()
     manifest = json.loads((CORPUS / "manifest.json").read_text())
     records = [
@@ -115,7 +160,8 @@ def main() -> None:
             start = time.perf_counter()
             signal.setitimer(signal.ITIMER_REAL, args.timeout)
             try:
-                row = repair(CORPUS / rec["path"], target, rules, args.max_steps)
+                answers = test_values(CORPUS / rec["path"]) if args.answers else None
+                row = repair(CORPUS / rec["path"], target, rules, args.max_steps, answers)
             except OutOfTime:
                 row = {"target": target, "before": "out of time", "error": f"over {args.timeout:.0f} s"}
             except Exception as exc:  # a model this tool refuses: the row says so, the run goes on
@@ -137,27 +183,52 @@ def main() -> None:
 
 
 def _repaired(row: dict) -> bool:
-    return row.get("after") == "accepts" and row.get("verification") != "failed"
+    """Accepted after `fix` and verified against the original (exact within 1e-6, approximate with its error)."""
+    return row.get("after") == "accepts" and row.get("verification") == "ok"
+
+
+def _unverified(row: dict) -> bool:
+    """Accepted after `fix`, but onnxruntime cannot run one side here (a plugin node, a custom op)."""
+    return row.get("after") == "accepts" and row.get("verification") == "skipped"
+
+
+def _rate(rows: list[dict]) -> str:
+    n = sum(map(_repaired, rows))
+    return f"{n}/{len(rows)} ({n / len(rows):.0%})" if rows else "-"
+
+
+def _because(r: dict) -> str:
+    if r.get("after") == "accepts":
+        pinned = ", ".join(r.get("pinned") or [])
+        return f"answered: {pinned}" if pinned else ""
+    return (r.get("why") or [r.get("error", "")])[0][:140]
 
 
 def report(rows: list[dict], table: bool) -> None:
     print(
-        "\n| target | models | accepted before | rejected before | repaired | rate | rejected, no strings/"
-        "sequences | repaired | rate | cannot confirm | errors |"
+        "\nrepaired = accepted after fix and verified against the original; 'plain' = no string, sequence or "
+        "optional tensors;\n'answered' = a rule asked for a configuration input's value and the node test's data "
+        "gave it (--input-value)\n"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print(
+        "| target | models | rejected before | repaired | plain rejected | plain repaired | of which answered "
+        "| plain repaired, tune | plain repaired, holdout | accepted, not verifiable here | cannot confirm | "
+        "errors |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     by = defaultdict(list)
     for r in rows:
         by[r["target"]].append(r)
     for target, rs in by.items():
         rej = [r for r in rs if r["before"] == "rejects"]
         plain = [r for r in rej if not r["strings"]]
-        fixed, fixed_plain = sum(map(_repaired, rej)), sum(map(_repaired, plain))
+        answered = sum(1 for r in plain if _repaired(r) and not r.get("repaired_without_answers"))
         c = Counter(r["before"] for r in rs)
         print(
-            f"| {target} | {len(rs)} | {c['accepts']} | {len(rej)} | {fixed} | {fixed / max(len(rej), 1):.0%} | "
-            f"{len(plain)} | {fixed_plain} | {fixed_plain / max(len(plain), 1):.0%} | {c['cannot confirm']} | "
-            f"{c['error'] + c['out of time']} |"
+            f"| {target} | {len(rs)} | {len(rej)} | {_rate(rej)} | {len(plain)} | {_rate(plain)} | {answered} | "
+            f"{_rate([r for r in plain if r['split'] == 'tune'])} | "
+            f"{_rate([r for r in plain if r['split'] == 'holdout'])} | {sum(map(_unverified, rej))} | "
+            f"{c['cannot confirm']} | {c['error'] + c['out of time']} |"
         )
     why = Counter()
     for r in rows:
@@ -178,7 +249,7 @@ def report(rows: list[dict], table: bool) -> None:
             print(
                 f"| {r['model']} | {r['family']} | {r['target']} | {r['before']} | {len(r.get('steps', []))} | "
                 f"{r.get('after', '')} | {r.get('verification') or ''} | "
-                f"{(r.get('why') or [r.get('error', '')])[0][:140] if r.get('after') != 'accepts' else ''} |"
+                f"{_because(r)} |"
             )
 
 

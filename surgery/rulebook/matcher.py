@@ -102,8 +102,7 @@ def _input_condition(ctx: Context, node: NodeProto, index: int, cond: dict) -> l
             got = name in facts.initializers
             checks.append((got == want, f"input {index} '{name}' is {'' if got else 'not '}an initializer"))
         elif key == "weights":  # TensorRT's is_weights(): an initializer or a Constant node's output
-            producer = facts.producer_of(name)
-            got = name in facts.initializers or (producer is not None and producer.op_type == "Constant")
+            got = facts.is_weights(name)
             checks.append(
                 (
                     got == want,
