@@ -519,8 +519,8 @@ def make_plan(
             kinds[i] = TARGET
             status[i] = Status.SUPPORTED
         notes.append(
-            f"{len(second)} node(s) the whole-model check left without a verdict (the parser stopped before them) "
-            "were checked again without the nodes it refused, and are supported: "
+            f"{len(second)} node(s) the whole-model check left without a verdict were checked again without the "
+            "nodes it refused, and are supported: "
             + ", ".join(facts.keys[i] for i in second[:5])
             + (" …" if len(second) > 5 else "")
         )
@@ -545,7 +545,7 @@ def make_plan(
         v.index for v in report.verdicts if v.index in consts and v.status is not Status.SUPPORTED
     }
     fold: set[str] = set()
-    feeds = None
+    sized = None  # (free dim size, feeds, the original runs on them)
     types: dict[str, onnx.TypeProto] = {}
     values: dict = {}
     rounds = 0
@@ -603,13 +603,13 @@ def make_plan(
             t for t in boundary if not facts.info(t).dtype and t not in types and t not in facts.graph_inputs
         ]
         if untyped:
-            if feeds is None:
-                feeds = _feeds_or_none(proto, seed, shapes)
-            if feeds is not None:
-                runs = [(2, feeds)]
-                other = _feeds_or_none(proto, seed, shapes, default_dim=3)
+            if sized is None:
+                sized = runnable_feeds(proto, seed, shapes, base_dir)
+            if sized[1] is not None:
+                runs = [sized[:2]]
+                other = _feeds_or_none(proto, seed, shapes, default_dim=sized[0] + 1)
                 if other is not None:
-                    runs.append((3, other))
+                    runs.append((sized[0] + 1, other))
                 types.update(learn_types(proto, untyped, runs, base_dir))
         say(0.2 + 0.1 * rounds, f"cutting {len(groups)} part(s)")
         parts: list[Part] = []
@@ -719,7 +719,9 @@ def make_plan(
     )
     if verify:
         say(0.75, "running the chain against the original")
-        plan.verification = verify_plan(plan, proto, feeds=feeds, seed=seed, shapes=shapes)
+        if sized is None:
+            sized = runnable_feeds(proto, seed, shapes, base_dir)
+        plan.verification = verify_plan(plan, proto, feeds=sized[1], seed=seed, shapes=shapes)
     plan.seconds = time.perf_counter() - t0
     say(1.0, "done")
     return plan
@@ -732,9 +734,10 @@ def _numeric(facts, tensor: str) -> bool:
 
 
 def _second_look(proto, facts, report, kinds: dict[int, str], target: str, base_dir, depth) -> list[int]:
-    """Nodes without a verdict because the target's parser stopped at an error not tied to a node (e.g. a string
-    graph input it cannot import), checked again in a model of the nodes it did not refuse and that read and
-    write only numeric tensors. Returns the ones it supports there."""
+    """Nodes without a verdict (the parser stopped at an error not tied to a node, e.g. a string graph input it
+    cannot import; or a node fed by a refused one), checked again in a model of the nodes it did not refuse and
+    that read and write only numeric tensors. Returns the ones it supports there. A verdict of 'unknown' for a
+    reason that holds there too (a plugin TensorRT-RTX lacks) stays unknown, and the node falls back."""
     from surgery.backends.base import Status
     from surgery.diagnose import check_one
     from surgery.graph import _all_inputs
@@ -742,7 +745,7 @@ def _second_look(proto, facts, report, kinds: dict[int, str], target: str, base_
     graph = proto.graph
     status = {v.index: v.status for v in report.verdicts}
     unknown = [i for i in kinds if status.get(i) is Status.UNKNOWN]
-    if not unknown or not report.errors:
+    if not unknown:
         return []
 
     def clean(i: int) -> bool:
@@ -770,7 +773,41 @@ def _second_look(proto, facts, report, kinds: dict[int, str], target: str, base_
             i = c.original_index(v.index)
             if status.get(i) is Status.UNKNOWN and i in kinds:
                 found.append(i)
-    return sorted(found, key=facts.order.index)
+    pos = {n: k for k, n in enumerate(facts.order)}
+    return sorted(found, key=pos.__getitem__)
+
+
+def runnable_feeds(
+    model: ModelProto, seed: int = 0, shapes=None, base_dir=None
+) -> tuple[int, dict | None, bool]:
+    """(size, feeds, the original runs on them): seeded inputs whose symbolic dims nobody gave take the first of
+    2 and surgery.verify's larger FREE_DIM_SIZES (16, 512, 16000: an audio front end needs a window of samples)
+    at which onnxruntime runs the original, within its FEED_LIMIT; the first size's feeds when none runs, None
+    when inputs cannot be made (an input without a shape)."""
+    from surgery.ort import make_session
+    from surgery.verify import FEED_LIMIT, FREE_DIM_SIZES, RUN_FAILURE
+
+    first = None
+    tried: list = []
+    sess = None
+    for size in (2, *(d for d in FREE_DIM_SIZES if d > 2)):
+        feeds = _feeds_or_none(model, seed, shapes, default_dim=size)
+        if feeds is None:
+            return size, None, False
+        dims = {k: np.shape(v) for k, v in feeds.items()}
+        if tried and (dims in tried or max(map(np.prod, dims.values()), default=0) > FEED_LIMIT):
+            break
+        tried.append(dims)
+        first = first or (size, feeds, False)
+        try:
+            sess = sess or make_session(model, base_dir)
+            wanted = {i.name for i in sess.get_inputs()}
+            sess.run(None, {k: v for k, v in feeds.items() if k in wanted})
+            return size, feeds, True
+        except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
+            if sess is None or RUN_FAILURE not in str(exc):
+                break
+    return first
 
 
 def _feeds_or_none(proto, seed, shapes, default_dim: int = 2):
