@@ -59,6 +59,7 @@ _MODULES = [
     "inline_functions",
     "deform_conv",
     "pin_input",
+    "quantized",
 ]
 _loaded = False
 
