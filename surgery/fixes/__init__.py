@@ -58,6 +58,7 @@ _MODULES = [
     "set_attribute",
     "inline_functions",
     "deform_conv",
+    "decompose_detection",
     "pin_input",
     "quantized",
 ]
