@@ -534,7 +534,7 @@ def make_plan(
             f"no supported region: {report.label} supports only constant nodes of this model; every one of its "
             f"{compute} compute node(s) would fall back"
         )
-    unknown = [v for v in report.unknown if v.index in kinds]
+    unknown = [v for v in report.unknown if v.index in kinds and kinds[v.index] == FALLBACK]
     if unknown:
         notes.append(
             f"{len(unknown)} node(s) without a verdict ({report.label} cannot confirm them) go to the fallback: "

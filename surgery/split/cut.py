@@ -95,11 +95,14 @@ def cut(
     reads = list(dict.fromkeys(reads))
 
     inputs, const_reads = [], []
+    inits: dict[str, TensorProto] = {}
     for x in reads:
-        (const_reads if facts.is_constant(x) else inputs).append(x)
+        if x in facts.initializers and not facts.is_constant(x):
+            inits[x] = facts.initializers[x]  # an input with a default (IR >= 4): the part keeps the default
+        else:
+            (const_reads if facts.is_constant(x) else inputs).append(x)
     cone: set[int] = set()
     folded: list[str] = []
-    inits: dict[str, TensorProto] = {}
     for x in const_reads:
         if x in facts.initializers:
             inits[x] = facts.initializers[x]
