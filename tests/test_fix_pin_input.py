@@ -51,3 +51,20 @@ def test_the_primitive_refuses_a_value_of_the_wrong_kind():
         get_fix("pin_input")(model, input="k", value="abc")
     pinned = get_fix("pin_input")(model, input="k", value=[3])
     assert pinned.graph.initializer[-1].name == "k" and "k" not in [i.name for i in pinned.graph.input]
+
+
+def test_a_pin_the_rule_asked_for_is_verified_with_the_answer():
+    """pin-config-input applied with the user's answer: its own step and the overall check feed the original
+    that value (with a random K the original would return other columns, or fail)."""
+    from surgery.rulebook import load_rules, run_rules, verify_result
+    from surgery.workspace import Workspace
+
+    direct = MODEL.replace("kk = Add (k, zero)", "").replace("TopK (x, kk)", "TopK (x, k)")
+    ws = Workspace.open(onnx.parser.parse_model(direct).SerializeToString())
+    rules = [r for r in load_rules() if r.id == "pin-config-input"]
+    applied, _ = run_rules(ws, rules, ["tensorrt-static@8.6"], values={"value": {"k": [3]}})
+    assert [a.proposal.rule.id for a in applied] == ["pin-config-input"]
+    step = applied[0].verification
+    assert step.status == "ok" and step.worst() == (0.0, 0.0), step.summary()  # a changes-semantics step
+    overall = verify_result(ws, applied)  # never fails on numbers: they must be zero because k was fed 3
+    assert overall.worst() == (0.0, 0.0) and overall.feeds["k"] == [1], overall.summary()

@@ -159,7 +159,7 @@ safety: exact
     "condition", sorted(__import__("surgery.rulebook.schema").rulebook.schema.INPUT_CONDITIONS)
 )
 def test_every_documented_input_condition_is_evaluated_and_explained(condition):
-    values = {"dtype": "FLOAT", "rank": 4, "produced_by": ["Concat"], "readers": ["Resize"]}
+    values = {"dtype": "FLOAT", "rank": 4, "produced_by": ["Concat"], "readers": ["Resize"], "position": [2]}
     rule = load_rule_text(
         f"""\
 id: c
@@ -257,3 +257,20 @@ def test_a_batch_of_folds_is_one_fold_call_and_replays():
     assert len(applied) == 1 and applied[0].proposal.nodes == ("c1", "c2", "c3")
     assert ws.recipe[0].params["tensors"] == ["w1", "w2", "w3"] and applied[0].verification.ok
     assert [n.op_type for n in ws.current.graph.node] == ["Conv", "Conv", "Conv"]
+
+
+def test_any_input_position_leaves_the_data_input_out():
+    """pin-config-input asks for a Slice's bounds, never for the token ids it slices (input 0)."""
+    from onnx import parser
+
+    from surgery.rulebook.loader import load_rules
+
+    (rule,) = [r for r in load_rules() if r.id == "pin-config-input"]
+    ids_and_bounds = parser.parse_model(
+        """<ir_version: 8, opset_import: ["" : 13]>
+        g (int64[8] ids, int64[1] start) => (int64[N] y) <int64[1] e = {4}> {
+          [s] y = Slice (ids, start, e)
+        }"""
+    )
+    (p,) = propose(ids_and_bounds, [rule], values={"value": {"start": [1], "ids": [0] * 8}})
+    assert p.step.params == {"input": "start", "value": [1]}

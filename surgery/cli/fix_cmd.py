@@ -157,7 +157,7 @@ def run(args) -> int:
     print("\n".join(_verdict_lines(after)))
     for _, line in unrepaired(ws.current, after, rules):
         print(f"  {line}")
-    overall = verify_result(ws, applied, pins)
+    overall = verify_result(ws, applied)
     if overall is not None:
         print(f"original vs fixed: {overall.summary()}")
     if not args.dry_run:

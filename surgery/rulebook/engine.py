@@ -236,12 +236,14 @@ def apply(
     report = None
     if verify:
         try:
+            dims = _verify_dims(before_model, proposal.rule.verify_dims)
             report = _verify(
                 before_model,
                 workspace.current,
                 base_dir=base,
                 safety=proposal.safety,
-                dims=_verify_dims(before_model, proposal.rule.verify_dims),
+                dims=dims,
+                feeds=_pinned_feeds(before_model, pins_in([proposal.step]), dims),
             )
         except BaseException:
             _drop_last(workspace)  # an unverified step does not stay behind a crash
@@ -262,52 +264,64 @@ def apply(
 SAFETY_ORDER = ("exact", "approximate", "changes-semantics")
 
 
-def verify_result(
-    workspace: Workspace, applied: list[Applied], pinned: dict[str, Any] | None = None
-) -> VerifyReport | None:
-    """The fixed model against the original, at the least safe class among the steps (None: no steps). Symbolic
-    dims take the largest `verify_dims` the applied rules ask for. Inputs `pinned` to constants (pin_input) are
-    fed their pinned values in the original, so a pin alone compares equal."""
-    if not applied and not pinned:
+def pins_in(steps: list[Step]) -> dict[str, Any]:
+    """The inputs the steps pin to constants (pin_input, from --input-value or a rule), by name: the one place
+    verification learns which values the original must be fed so that a pin alone compares equal."""
+    pins = {}
+    for step in steps:
+        if step.fix != "pin_input":
+            continue
+        for params in step.params.get("each") or [step.params]:
+            pins[params["input"]] = params["value"]
+    return pins
+
+
+def _pinned_feeds(original: ModelProto, pins: dict[str, Any], dims: dict[str, int]) -> dict | None:
+    """Seeded inputs for the original with the pinned inputs at their values (None: no pins, or no inputs)."""
+    if not pins:
         return None
-    if (
-        len(applied) == 1
-        and not pinned
-        and len(workspace.recipe) == 1
-        and applied[0].verification is not None
-    ):
+    import numpy as np
+    from onnx import helper
+
+    from surgery.graph import tensor_info_from_type
+    from surgery.ort import seeded_inputs
+
+    try:
+        feeds = seeded_inputs(original, seed=0, dims=dims, default_dim=1)
+    except ValueError:
+        return None
+    types = {vi.name: tensor_info_from_type(vi.name, vi.type) for vi in original.graph.input}
+    for name, value in pins.items():
+        if name not in types:
+            continue
+        info = types[name]
+        array = np.asarray(value).astype(helper.tensor_dtype_to_np_dtype(info.dtype))
+        feeds[name] = array.reshape([1] * len(info.shape)) if array.size == 1 and info.shape else array
+    return feeds
+
+
+def verify_result(workspace: Workspace, applied: list[Applied]) -> VerifyReport | None:
+    """The fixed model against the original, at the least safe class among the steps (None: no steps). Symbolic
+    dims take the largest `verify_dims` the applied rules ask for. Inputs pinned to constants anywhere in the
+    recipe are fed their pinned values in the original, so a pin alone compares equal."""
+    pins = pins_in(workspace.recipe)
+    if not applied and not pins:
+        return None
+    if len(applied) == 1 and len(workspace.recipe) == 1 and applied[0].verification is not None:
         return applied[0].verification  # the one step was already checked against the original
     worst = max((a.proposal.safety for a in applied), key=SAFETY_ORDER.index, default="exact")
+    if pins and not applied:
+        worst = "changes-semantics"
     size = max((a.proposal.rule.verify_dims or 0 for a in applied), default=0)
     original = workspace.original.proto
     dims = _verify_dims(original, size)
-    feeds = None
-    if pinned:
-        import numpy as np
-        from onnx import helper
-
-        from surgery.graph import tensor_info_from_type
-        from surgery.ort import seeded_inputs
-
-        try:
-            feeds = seeded_inputs(original, seed=0, dims=dims, default_dim=1)
-        except ValueError:
-            feeds = None
-        if feeds is not None:
-            types = {vi.name: tensor_info_from_type(vi.name, vi.type) for vi in original.graph.input}
-            for name, value in pinned.items():
-                info = types[name]
-                array = np.asarray(value).astype(helper.tensor_dtype_to_np_dtype(info.dtype))
-                feeds[name] = (
-                    array.reshape([1] * len(info.shape)) if array.size == 1 and info.shape else array
-                )
     return _verify(
         original,
         workspace.current,
         base_dir=workspace.original.base_dir,
         safety=worst,
         dims=dims,
-        feeds=feeds,
+        feeds=_pinned_feeds(original, pins, dims),
     )
 
 

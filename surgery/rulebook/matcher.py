@@ -146,6 +146,8 @@ def _input_condition(ctx: Context, node: NodeProto, index: int, cond: dict) -> l
                     "outside the INT32 range",
                 )
             )
+        elif key == "position":
+            checks.append((index in want, f"input {index} '{name}' is at position {index}"))
         elif key == "readers":
             readers = {n.op_type for n in facts.consumers_of(name)}
             ok = readers <= set(want)
