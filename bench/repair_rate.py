@@ -58,11 +58,11 @@ def test_values(path: Path) -> dict:
         return {}
     model = onnx.load(path, load_external_data=False)
     inits = {t.name for t in model.graph.initializer}
-    names = [i.name for i in model.graph.input if i.name not in inits]
+    inputs = [i for i in model.graph.input if i.name not in inits]
     values = {}
-    for i, name in enumerate(names):
-        f = data / f"input_{i}.pb"
-        if f.exists():
+    for i, vi in enumerate(inputs):
+        name, f = vi.name, data / f"input_{i}.pb"
+        if f.exists() and vi.type.HasField("tensor_type"):  # sequences and optionals are never configuration
             t = onnx.TensorProto()
             t.ParseFromString(f.read_bytes())
             values[name] = numpy_helper.to_array(t).tolist()
