@@ -135,7 +135,7 @@ def grid_sample(node, facts, fresh):
 
     def coordinate(k: int, size: int, what: str) -> str:
         g = b.op("Gather", [grid, b.const(np.array(k, np.int64), what="component")], f"g{what}", axis=3)
-        g = b.reshape(g, [0, 1, -1], f"g{what}_flat")  # [N, 1, H_out * W_out]
+        g = b.unsqueeze(b.op("Flatten", [g], f"g{what}_flat", axis=1), [1])  # [N, 1, H_out * W_out]
         plus_one = b.op("Add", [g, c(1.0, "one")], f"g{what}_plus_one")
         if align:  # [-1, 1] -> [0, size - 1]
             return b.op(
@@ -146,7 +146,7 @@ def grid_sample(node, facts, fresh):
 
     ix, iy = coordinate(0, w, "x"), coordinate(1, h, "y")
     shape_x = b.op("Shape", [x], "x_shape")
-    flat = b.reshape(x, [0, 0, -1], "flat")  # [N, C, H * W]
+    flat = b.reshape(x, [0, 0, h * w], "flat")  # [N, C, H * W]
     channels = facts.info(x).shape[1]
     if isinstance(channels, int):
         spread = b.const(np.array([1, channels, 1], np.int64), what="spread")
@@ -342,7 +342,14 @@ def roi_align(node, facts, fresh):
         )
     else:
         samples = b.op("Max", terms, "samples")
-    bins = b.reshape(samples, [0, ph, ratio, pw, ratio, -1], "bins")  # [R, ph, s, pw, s, C]
+    # [R, ph, s, pw, s, C], C given (not -1: with no rois the size is 0 and -1 could be anything)
+    channels = info.shape[1]
+    if isinstance(channels, int):
+        bins = b.reshape(samples, [0, ph, ratio, pw, ratio, channels], "bins")
+    else:
+        grid = b.const(np.array([0, ph, ratio, pw, ratio], np.int64), what="bins_shape")
+        c_dim = b.op("Gather", [b.op("Shape", [x], "x_shape"), b.const(np.array([1], np.int64))], "c", axis=0)
+        bins = b.op("Reshape", [samples, b.op("Concat", [grid, c_dim], "bins_shape", axis=0)], "bins")
     if mode == "avg":
         pooled = b.op(
             "Div", [b.reduce("ReduceSum", bins, [2, 4], keepdims=0), c(float(ratio * ratio), "count")]
