@@ -765,3 +765,75 @@ TRT_8_0 = {op for op, row in version_table("8.0")["ops"].items() if row["support
 def test_decompositions_emit_ops_tensorrt_8_0_imports(model):
     out = decomposed(model)
     assert {n.op_type for n in out.graph.node} <= TRT_8_0
+
+
+# -- pooling and reductions ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "shape, attrs",
+    [
+        ([1, 2, 16], dict(kernel_shape=[3], p=3)),
+        ([2, 3, 9, 10], dict(kernel_shape=[3, 2], p=4, strides=[2, 2], pads=[1, 0, 1, 1])),
+        ([1, 2, 7, 7], dict(kernel_shape=[2, 2], p=3, auto_pad="SAME_UPPER")),
+        ([1, 1, 9, 9], dict(kernel_shape=[3, 3], p=3, strides=[2, 2], ceil_mode=1)),  # no window added
+        ([1, 1, 9, 9], dict(kernel_shape=[2, 2], p=3, dilations=[2, 2])),
+    ],
+)
+def test_lp_pool_with_any_p(shape, attrs):
+    #   x -> LpPool(p) -> y  ==  (AveragePool(|x|^p, pads counted) * window)^(1/p)
+    out_shape = ["n", "c", "h", "w"][: len(shape)]
+    model = one("LpPool", [vi("x", shape)], [vi("y", out_shape)], opset=19, **attrs)
+    out = exact(model, {"x": f32(*shape, scale=2.0)})
+    assert {"Abs", "Pow", "AveragePool"} <= {n.op_type for n in out.graph.node}
+
+
+def test_lp_pool_refuses_ceil_mode_windows_past_the_end():
+    model = one(
+        "LpPool",
+        [vi("x", [1, 1, 8, 8])],
+        [vi("y", [1, 1, 4, 4])],
+        opset=19,
+        kernel_shape=[3, 3],
+        p=3,
+        strides=[2, 2],
+        ceil_mode=1,
+    )
+    with pytest.raises(FixError, match=r"LpPool 'n': ceil_mode=1 adds windows past the input's end"):
+        fix(model, node="n")
+
+
+def test_lp_pool_refuses_dilations_before_opset_19():
+    model = one(
+        "LpPool",
+        [vi("x", [1, 1, 9, 9])],
+        [vi("y", None)],
+        opset=18,
+        kernel_shape=[2, 2],
+        p=3,
+        dilations=[2, 2],
+    )
+    with pytest.raises(FixError, match=r"LpPool 'n': dilations \[2, 2\] at opset 18"):
+        fix(model, node="n")
+
+
+@pytest.mark.parametrize("op", ["ReduceMax", "ReduceMin"])
+@pytest.mark.parametrize("keepdims", [0, 1])
+def test_bool_reductions_go_through_int32(op, keepdims):
+    #   x[bool] -> ReduceMax (any) / ReduceMin (all) -> y[bool]  ==  Cast(int32) -> same reduce -> Cast(bool)
+    axes = init("axes", np.array([1], np.int64))
+    y = vi("y", [3, 1, 2] if keepdims else [3, 2], T.BOOL)
+    model = one(op, [vi("x", [3, 4, 2], T.BOOL), axes], [y], [axes], 20, keepdims=keepdims)
+    out = fix(model, node="n")
+    onnx.checker.check_model(out, full_check=True)
+    assert [n.op_type for n in out.graph.node] == ["Cast", op, "Cast"]
+    x = RNG.random((3, 4, 2)) > 0.7
+    (want,), (got,) = runs(model, {"x": x}), runs(out, {"x": x})
+    assert got.dtype == np.bool_ and np.array_equal(got, want)
+    assert np.array_equal(want, (x.any if op == "ReduceMax" else x.all)(axis=1, keepdims=bool(keepdims)))
+
+
+def test_bool_reduction_refuses_numbers():
+    model = one("ReduceMax", [vi("x", [3, 4])], [vi("y", None)], opset=18, keepdims=1)
+    with pytest.raises(FixError, match=r"ReduceMax 'n': its input 'x' is not BOOL"):
+        fix(model, node="n")

@@ -623,3 +623,80 @@ def one_hot(node, facts, fresh):
     on = b.op("Gather", [values, b.const(np.array(1, np.int64), what="on_index")], "on", axis=0)
     b.op("Where", [hot, on, off], out=node.output[0])
     return b.done()
+
+
+# -- pooling and reductions --------------------------------------------------------------------------------------
+
+
+@decomposition("", "LpPool")
+def lp_pool(node, facts, fresh):
+    """LpPool(x; p) = (sum over each window of |x|^p)^(1/p) = (AveragePool(|x|^p) * window size)^(1/p), with
+    the pads counted (they add 0) and the node's kernel, strides, pads, auto_pad, ceil_mode and dilations."""
+    b = Ops(node, facts, fresh)
+    attrs = _attrs(node)
+    p = float(attrs.get("p", 2))
+    if p <= 0:
+        raise b.refuse(f"p = {p:g}", "LpPool needs p > 0")
+    kernel = list(attrs["kernel_shape"])
+    pool = {k: attrs[k] for k in ("kernel_shape", "strides", "pads", "auto_pad") if k in attrs}
+    if attrs.get("ceil_mode") and _ceil_adds_windows(facts.info(node.input[0]).shape, attrs):
+        raise b.refuse(
+            "ceil_mode=1 adds windows past the input's end",
+            "AveragePool divides those windows by their clipped size, so the sum cannot be recovered; export "
+            "with ceil_mode=0 or pad the input",
+        )
+    dilations = attrs.get("dilations")
+    if dilations and any(d != 1 for d in dilations):
+        if b.opset < 19:
+            raise b.refuse(
+                f"dilations {list(dilations)} at opset {b.opset}",
+                "AveragePool takes dilations from opset 19: upgrade the model's opset first",
+            )
+        pool["dilations"] = list(dilations)
+    x = node.input[0]
+    dt = b.dtype(x)
+    powered = b.op("Pow", [b.op("Abs", [x], "abs"), b.const(_f(p, dt), what="p")], "powered")
+    mean = b.op("AveragePool", [powered], "mean", count_include_pad=1, **pool)
+    total = b.op("Mul", [mean, b.const(_f(float(np.prod(kernel)), dt), what="window")], "total")
+    b.op("Pow", [total, b.const(_f(1.0 / p, dt), what="inverse_p")], out=node.output[0])
+    return b.done()
+
+
+def _ceil_adds_windows(shape, attrs) -> bool:
+    """Whether ceil_mode=1 gives more windows than floor on this input (True when the dims are not known)."""
+    if attrs.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET") or shape is None:
+        return True
+    spatial = shape[2:]
+    if not all(isinstance(d, int) for d in spatial):
+        return True
+    k = list(attrs["kernel_shape"])
+    n = len(k)
+    strides = list(attrs.get("strides", [1] * n))
+    dil = list(attrs.get("dilations", [1] * n))
+    pads = list(attrs.get("pads", [0] * 2 * n))
+    for i, size in enumerate(spatial):
+        span = size + pads[i] + pads[i + n] - ((k[i] - 1) * dil[i] + 1)
+        if span % strides[i]:
+            return True
+    return False
+
+
+def _bool_reduce(node, facts, fresh):
+    """ReduceMax / ReduceMin over BOOL (opset 20) as the same reduction over 0/1 in INT32, cast back: any / all."""
+    b = Ops(node, facts, fresh)
+    x = node.input[0]
+    if b.dtype(x) != TensorProto.BOOL:
+        raise b.refuse(f"its input '{x}' is not BOOL", "only a reduction over BOOL needs this")
+    ints = b.cast(x, TensorProto.INT32, "as_int")
+    reduced = b.name("reduced")
+    b.nodes.append(
+        helper.make_node(
+            node.op_type, [ints, *node.input[1:]], [reduced], name=b.name(node.op_type), **_attrs(node)
+        )
+    )
+    b.cast(reduced, TensorProto.BOOL, out=node.output[0])
+    return b.done()
+
+
+decomposition("", "ReduceMax")(_bool_reduce)
+decomposition("", "ReduceMin")(_bool_reduce)

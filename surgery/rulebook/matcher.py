@@ -193,6 +193,8 @@ def explain_node(ctx: Context, rule: Rule, node: NodeProto) -> list[tuple[bool, 
                 out.append((value != want, f"attribute {name} = {value!r}"))
             elif key == "in":
                 out.append((value in want, f"attribute {name} = {value!r}"))
+            elif key == "not_in":
+                out.append((value not in want, f"attribute {name} = {value!r}"))
             elif key == "missing":
                 out.append(
                     (

@@ -56,6 +56,7 @@ ATTR_CONDITIONS = {
     "eq": "equals the value",
     "ne": "differs from the value (an absent attribute differs)",
     "in": "is one of a list of values",
+    "not_in": "is none of a list of values (an absent attribute is none of them: add present: true)",
     "missing": "true: the attribute is absent",
     "present": "true: the attribute is set",
 }
@@ -184,8 +185,9 @@ def validate(data: Any, where) -> Rule:
         for key in ("missing", "present"):
             if key in cond and not isinstance(cond[key], bool):
                 fail(f"match.attrs.{name}", f"'{key}' must be true or false")
-        if "in" in cond and not isinstance(cond["in"], list):
-            fail(f"match.attrs.{name}", "'in' must be a list of values")
+        for key in ("in", "not_in"):
+            if key in cond and not isinstance(cond[key], list):
+                fail(f"match.attrs.{name}", f"'{key}' must be a list of values")
     inputs = match.get("inputs") or {}
     if not isinstance(inputs, dict):
         fail("match.inputs", "must map an input index to conditions")
