@@ -160,6 +160,7 @@ safety: exact
 )
 def test_every_documented_input_condition_is_evaluated_and_explained(condition):
     values = {"dtype": "FLOAT", "rank": 4, "produced_by": ["Concat"], "readers": ["Resize"], "position": [2]}
+    values["producer_not"] = ["Concat"]
     rule = load_rule_text(
         f"""\
 id: c
@@ -274,3 +275,24 @@ def test_any_input_position_leaves_the_data_input_out():
     )
     (p,) = propose(ids_and_bounds, [rule], values={"value": {"start": [1], "ids": [0] * 8}})
     assert p.step.params == {"input": "start", "value": [1]}
+
+
+def test_a_rule_that_changes_nothing_is_tried_once(monkeypatch):
+    """A primitive that hands the model back unchanged: one attempt per node, refused as 'changed nothing'."""
+    import surgery.fixes as fixes
+
+    fixes._load_all()
+    noop = fixes.FixPrimitive(
+        "noop", lambda model, node: model, fixes.Safety.EXACT, "nothing", {"node": "n"}, None
+    )
+    monkeypatch.setitem(fixes._REGISTRY, "noop", noop)
+    rule = load_rule_text(
+        "id: same-again\ntitle: t\nwhat: w\nwhy: y\nmatch: {op: Resize}\n"
+        "fix: {primitive: noop, params: {node: $node}}\nsafety: exact\n",
+        "same-again.yaml",
+    )
+    ws = Workspace.open(onnx.parser.parse_model(TWO_DOWNSCALES).SerializeToString())
+    applied, refused = run_rules(ws, [rule], max_rounds=50)
+    assert applied == [] and ws.recipe == []
+    assert refused and all(line.endswith("changed nothing") for line in refused), refused
+    assert not any("stopped after" in line for line in refused)

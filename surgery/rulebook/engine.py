@@ -437,10 +437,9 @@ def run_rules(
         now = workspace.fingerprint()
         if now in seen:  # no change, or back to an earlier model: a loop
             _drop_last(workspace)
-            if now != state:
-                refuse(
-                    f"{done.proposal.rule.id} on '{done.proposal.node}': would bring back an earlier model (loop)"
-                )
+            tried.update((state, p.rule.id, p.node) for p in group)
+            why = "changed nothing" if now == state else "would bring back an earlier model (loop)"
+            refuse(f"{done.proposal.rule.id} on '{done.proposal.node}': {why}")
             continue
         seen.add(now)
         applied.append(done)

@@ -146,6 +146,10 @@ def _input_condition(ctx: Context, node: NodeProto, index: int, cond: dict) -> l
                     "outside the INT32 range",
                 )
             )
+        elif key == "producer_not":
+            producer = facts.producer_of(name)
+            got = producer.op_type if producer is not None else None
+            checks.append((got not in want, f"input {index} '{name}' is made by {got or 'no node'}"))
         elif key == "position":
             checks.append((index in want, f"input {index} '{name}' is at position {index}"))
         elif key == "readers":

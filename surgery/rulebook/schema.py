@@ -50,6 +50,7 @@ INPUT_CONDITIONS = {
     "produced_by": "producer chain: [Concat, [Constant, Cast]] = made by a Concat fed by a Constant and a Cast",
     "int64_out_of_int32": "an INT64 initializer holding values outside the INT32 range",
     "readers": "every node reading it is one of these op types",
+    "producer_not": "it is not made by a node of these op types (e.g. DequantizeLinear: QDQ weights stay)",
     "position": "(in any_input) the input's position is one of these, e.g. [1, 2, 3] to leave the data input out",
 }
 ATTR_CONDITIONS = {
@@ -317,7 +318,7 @@ def _input_condition_problem(key: str, want) -> str | None:
         isinstance(want, list) and want and all(isinstance(r, int) and not isinstance(r, bool) for r in want)
     ):
         return "must be a list of input positions"
-    if key == "readers" and not _names(want):
+    if key in ("readers", "producer_not") and not _names(want):
         return "must be a list of op types"
     if key == "produced_by" and not (isinstance(want, list) and want and all(_names(w) for w in want)):
         return "must be a chain: [Concat, [Constant, Cast]] (the producer, then ops feeding it)"
