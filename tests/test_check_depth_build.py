@@ -40,3 +40,20 @@ def test_check_at_build_depth_accepts_exactly_what_build_builds(backend, name, t
     if not built.ok:  # the builder's words reach the check
         words = [m.words for m in report.messages] + [v.words for v in report.verdicts]
         assert report.outcome is not Outcome.ACCEPTS and any(words), report.to_dict()
+
+
+SHAPE_INPUT_TESTS = ["test_slice", "test_top_k", "test_cumsum_1d", "test_hannwindow", "test_loop11"]
+
+
+@pytest.mark.skipif("tensorrt" not in BACKENDS, reason="tensorrt_rtx is not installed")
+@pytest.mark.parametrize("name", [*SHAPE_INPUT_TESTS, "test_center_crop_pad_crop_expanded", "test_relu"])
+def test_the_predictor_knows_integer_inputs_read_as_shapes_need_a_profile(onnx_node_tests, name, tmp_path):
+    """An INT64 graph input the builder reads as a shape (Slice bounds, TopK's K, a window size, a trip count;
+    directly or through shape arithmetic) needs an optimization profile: the predicted build refusal is the real
+    builder's, and a model with no such input is predicted to build."""
+    model = dict(onnx_node_tests)[name]
+    built = build_model("tensorrt", model, BuildOptions(measure=False, out_dir=str(tmp_path)))
+    predicted = check_one(model, "tensorrt-static@10.15", depth="build")
+    profile = [m for m in predicted.messages if "optimization profile" in m.explanation]
+    assert bool(profile) == (not built.ok and "no optimization profile" in built.error), built.error
+    assert built.ok == (predicted.outcome is Outcome.ACCEPTS), (predicted.reasons(), built.error)

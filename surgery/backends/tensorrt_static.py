@@ -448,6 +448,46 @@ SHAPE_TENSOR_INPUTS = {
     "Tile": (1,),
     "ConstantOfShape": (0,),
 }
+# Inputs the builder also takes as shape tensors: an INT32/INT64 graph input reaching one needs an optimization
+# profile ("Network has dynamic or shape inputs, but no optimization profile has been defined", TensorRT-RTX
+# 1.7.1 on the onnx node tests of these ops).
+SHAPE_INPUTS_AT_BUILD = {
+    **SHAPE_TENSOR_INPUTS,
+    "Slice": (1, 2, 3, 4),
+    "Pad": (1, 3),
+    "TopK": (1,),
+    "Split": (1,),
+    "CumSum": (1,),
+    "Loop": (0,),
+    "HannWindow": (0,),
+    "HammingWindow": (0,),
+    "BlackmanWindow": (0,),
+}
+SHAPE_PATH_LIMIT = 64  # tensors followed from one input: shape arithmetic is short
+
+
+def shape_tensor_reader(facts: GraphFacts, name: str) -> NodeProto | None:
+    """The node that reads `name` (an INT32/INT64 graph input), or a small integer tensor computed from it, as a
+    shape: its value is needed when the engine is built. Follows Cast/Concat/Gather/arithmetic on rank ≤ 1
+    integer tensors; None when no such reader is found."""
+    seen, todo = {name}, [name]
+    while todo and len(seen) <= SHAPE_PATH_LIMIT:
+        t = todo.pop()
+        for n in facts.consumers_of(t):
+            if any(_input(n, k) == t for k in SHAPE_INPUTS_AT_BUILD.get(n.op_type, ())):
+                return n
+            for o in n.output:
+                info = facts.info(o) if o else None
+                if (
+                    info is not None
+                    and o not in seen
+                    and _dtype(facts, o) in ("INT32", "INT64")
+                    and info.rank is not None
+                    and info.rank <= 1
+                ):
+                    seen.add(o)
+                    todo.append(o)
+    return None
 
 
 def t_float_input_as_shape(node, facts):
@@ -858,14 +898,8 @@ class TensorRTStaticBackend:
             info = facts.info(x)
             if kinds.get(x) == "tensor_type" and info.shape is not None and info.is_dynamic:
                 needs_profile.append((x, f"has dynamic dims {info.shape_str()}"))
-            elif _dtype(facts, x) in ("INT32", "INT64") and any(
-                _input(n, k) == x
-                for n in facts.consumers_of(x)
-                for k in SHAPE_TENSOR_INPUTS.get(n.op_type, ())
-            ):
-                needs_profile.append(
-                    (x, f"is a shape tensor (read as the shape by {facts.consumers_of(x)[0].op_type})")
-                )
+            elif _dtype(facts, x) in ("INT32", "INT64") and (reader := shape_tensor_reader(facts, x)):
+                needs_profile.append((x, f"is a shape tensor (read as a shape by {reader.op_type})"))
         if needs_profile and depth is not Stage.PARSE:
             x, why = needs_profile[0]
             out.append(self._message("dynamic-input-without-profile", Stage.BUILD, input=x, why=why))
