@@ -84,6 +84,22 @@ k_from_a_dynamic_dim (float[n,8] x) => (float[n,m] v, int64[n,m] i) <int64[1] ze
     out = capsys.readouterr().out
     assert "fold-topk-k does not match TopK 'topk': input 1 'k' is not foldable" in out
     assert "fold-resize-scales does not match" not in out  # a rule for another op is no near miss
+    assert "inline-local-functions does not match" not in out  # nor is a rule for any op
+
+
+def test_an_op_no_rule_is_meant_for_says_so(tmp_path, capsys):
+    model = onnx.parser.parse_model(
+        """<ir_version: 8, opset_import: ["" : 13]>
+g (float[4,4] x) => (int64[2,N] i) {
+  [nz] i = NonZero (x)
+}
+"""
+    )
+    path = tmp_path / "m.onnx"
+    onnx.save(model, str(path))
+    assert main(["fix", str(path), "-t", "tensorrt-static@8.2", "--dry-run"]) == 1
+    out = capsys.readouterr().out
+    assert "no rule answers NonZero 'nz'" in out and "inline-local-functions" not in out, out
 
 
 def test_only_rejected_leaves_nodes_the_target_accepts_alone(capsys):

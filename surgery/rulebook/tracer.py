@@ -51,6 +51,8 @@ def unrepaired(model: ModelProto, reports: list, rules: list[Rule]) -> list[tupl
             for rule in rules:
                 if not (rule.answers and rule.answers_verdict(v) and applies_to(rule, [r.backend])):
                     continue
+                if rule.match["op"] in ("*", ["*"]):  # a rule for any op (inlining) is not meant for this one
+                    continue
                 trace = explain(model, rule, v.node, ctx)
                 if trace and trace[0].startswith("✓"):  # the rule is for this op type: a near miss
                     failed = [x[2:] for x in trace if x.startswith("✗")]
