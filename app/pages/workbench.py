@@ -257,7 +257,7 @@ with right:
                     text = st.text_input(
                         f"The rule asks for {p.needs}",
                         key=f"ask-{p.rule.id}",
-                        placeholder="e.g. 1x3x224x224",
+                        placeholder="e.g. 1x3x224x224" if "shape" in str(p.needs) else "e.g. 5 or [0, 2]",
                     )
                     if not text:
                         continue
