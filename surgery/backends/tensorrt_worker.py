@@ -145,13 +145,13 @@ def check(data: bytes, base_dir: str | None = None, max_rounds: int = 64) -> dic
     remaining = list(facts.order)
     index_map = list(range(n))  # position in the parsed model -> index in the original
     tainted: set[str] = set()  # tensors whose value depends on a rejected node's output of unknown shape
-    for _ in range(max_rounds):
+    for round_ in range(max_rounds):
         tied = [e for e in errors if 0 <= e["node"] < len(index_map)]
-        for e in errors:
-            if not (0 <= e["node"] < len(index_map)):
-                result["messages"].append(e)
+        untied = [e for e in errors if not (0 <= e["node"] < len(index_map))]
+        if round_ == 0:  # later rounds parse what is left once refused nodes are cut out: their untied errors
+            result["messages"] += untied  # are artifacts of the cut, not what the parser says of the model
         if not tied:
-            last = result["messages"][-1] if result["messages"] else None
+            last = untied[-1] if untied else None
             for i in remaining:
                 verdicts.setdefault(
                     i,
@@ -160,7 +160,8 @@ def check(data: bytes, base_dir: str | None = None, max_rounds: int = 64) -> dic
                         last["code"] if last else "",
                         last["desc"] if last else "",
                         last["func"] if last else "",
-                        "not reached: the parser stopped at an error not tied to a node",
+                        "not reached: the parser stopped at an error not tied to a node"
+                        + ("" if round_ == 0 else ", once the refused nodes were cut out"),
                     ),
                 )
             break
