@@ -296,3 +296,16 @@ def test_a_rule_that_changes_nothing_is_tried_once(monkeypatch):
     assert applied == [] and ws.recipe == []
     assert refused and all(line.endswith("changed nothing") for line in refused), refused
     assert not any("stopped after" in line for line in refused)
+
+
+def test_proposals_for_one_node_are_those_a_run_over_every_node_gives_it():
+    # the app asks for the selected node only (propose(only=...)): the same proposals, steps and words
+    from surgery.samples import SAMPLES
+
+    rules = list(RULES.values())
+    for name in SAMPLES:
+        model = build(name)
+        every = propose(model, rules, values={"shape": [1, 3, 8, 8]})
+        for key in {p.node for p in every} | {model.graph.node[0].name or "?"}:
+            mine = propose(model, rules, values={"shape": [1, 3, 8, 8]}, only={key})
+            assert [str(p) for p in mine] == [str(p) for p in every if p.node == key], (name, key)

@@ -153,9 +153,11 @@ def propose(
     targets: list[str] | None = None,
     values: dict[str, Any] | None = None,
     ctx: Context | None = None,
+    only: set[str] | frozenset[str] | None = None,
 ) -> list[Proposal]:
     """Every (node, rule) that matches, nodes in topological order, with the concrete step it would apply.
-    Rules whose targets do not include one of `targets` are left out (None: every rule)."""
+    Rules whose targets do not include one of `targets` are left out (None: every rule). `only`: the node keys
+    to look at (a node's proposals are the same as in a run over every node; the app asks for one node)."""
     ctx = ctx or Context(model)
     active = [r for r in rules if applies_to(r, targets)]
     by_op: dict[str, list[Rule]] = {}  # rules by the op types they match ('*': any), in rule order
@@ -174,7 +176,10 @@ def propose(
 
     out = []
     nodes = model.graph.node
-    for i in ctx.facts.order:
+    order = ctx.facts.order
+    if only is not None:
+        order = [i for i in order if ctx.facts.keys[i] in only]
+    for i in order:
         node, key = nodes[i], ctx.facts.keys[i]
         for rule in rules_for(node.op_type):
             if not matches(ctx, rule, node):
