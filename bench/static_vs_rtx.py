@@ -48,34 +48,16 @@ CORPUS = Path(os.environ.get("ONNX_SURGERY_CORPUS", "~/.cache/onnx-surgery/corpu
 WORKER = r"""
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from surgery.backends.tensorrt_worker import check, clean_words, import_trt
+from surgery.backends.tensorrt_worker import build_error, check, import_trt
 build = sys.argv[2] == "1"
 trt, flavour = import_trt()
-
-def build_error(data, base_dir):
-    lines = []
-    class Collect(trt.ILogger):
-        def __init__(self):
-            trt.ILogger.__init__(self)
-        def log(self, severity, msg):
-            if severity <= trt.ILogger.Severity.ERROR:
-                lines.append(msg)
-    logger = Collect()
-    builder = trt.Builder(logger)
-    network = builder.create_network(0)
-    parser = trt.OnnxParser(network, logger)
-    ok = parser.parse(data, base_dir + "/model.onnx") if base_dir else parser.parse(data)
-    if not ok:
-        return "parse failed"
-    engine = builder.build_serialized_network(network, builder.create_builder_config())
-    return None if engine is not None else clean_words(lines[0] if lines else "no engine")
 
 for path in json.loads(sys.stdin.read()):
     data = open(path, "rb").read()
     base = str(__import__("pathlib").Path(path).parent)
     out = check(data, base)
     if build and out["accepted"]:
-        out["build_error"] = build_error(data, base)
+        out["build_error"] = build_error(trt, data, base + "/model.onnx")
     out["path"] = path
     print("RESULT " + json.dumps(out), flush=True)
 """

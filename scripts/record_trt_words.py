@@ -21,49 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from surgery.backends.tensorrt_static import CHECKS_PATH, RECORDED_PATH, fixture_model, load_checks  # noqa: E402
-from surgery.backends.tensorrt_worker import clean_words  # noqa: E402
-
-
-def _parse(trt, logger, model):
-    builder = trt.Builder(logger)
-    network = builder.create_network(0)
-    parser = trt.OnnxParser(network, logger)
-    ok = parser.parse(model.SerializeToString())
-    errors = []  # read while the parser lives: its error objects point into it
-    for i in range(parser.num_errors):
-        e = parser.get_error(i)
-        errors.append(
-            {
-                "node": e.node(),
-                "node_name": e.node_name(),
-                "code": str(e.code()).split(".")[-1],
-                "func": e.func(),
-                "text": clean_words(e.desc()),
-            }
-        )
-    return ok, errors
-
-
-def _build_error(trt, model) -> str | None:
-    """The builder's first error on the parsed model, or None when it builds."""
-    lines: list[str] = []
-
-    class Collect(trt.ILogger):
-        def __init__(self):
-            trt.ILogger.__init__(self)
-
-        def log(self, severity, msg):
-            if severity <= trt.ILogger.Severity.ERROR:
-                lines.append(msg)
-
-    logger = Collect()
-    builder = trt.Builder(logger)
-    network = builder.create_network(0)
-    trt.OnnxParser(network, logger).parse(model.SerializeToString())
-    engine = builder.build_serialized_network(network, builder.create_builder_config())
-    if engine is not None:
-        return None
-    return clean_words(lines[0]) if lines else "the builder returned no engine"
+from surgery.backends.tensorrt_worker import build_error, parse  # noqa: E402
 
 
 def main() -> None:
@@ -75,12 +33,22 @@ def main() -> None:
         if not check.reproduces_on_rtx:
             continue
         model = fixture_model(check)
-        ok, errors = _parse(trt, logger, model)
+        ok, errors = parse(trt, logger, model.SerializeToString())
+        errors = [
+            {
+                "node": e["node"],
+                "node_name": e["name"],
+                "code": e["code"],
+                "func": e["func"],
+                "text": e["desc"],
+            }
+            for e in errors
+        ]
         if check.stage == "build":
             if not ok:
                 missed[check.id] = f"the parser refuses the fixture: {errors[0]['text']}"
                 continue
-            text = _build_error(trt, model)
+            text = build_error(trt, model.SerializeToString())
             if text is None:
                 missed[check.id] = "the builder builds the fixture"
                 continue

@@ -62,8 +62,35 @@ def clean_words(text: str) -> str:
     return _NO_GPU_TAIL.sub("", text.strip())
 
 
-def _parse(trt, logger, data: bytes, path: str | None):
-    """Parse from memory; `path` only tells the parser where external weights are (nothing is read from it)."""
+def build_error(trt, data: bytes, path: str | None = None) -> str | None:
+    """The builder's first error on the parsed model in its words, or None when it builds (no optimization
+    profile, default config: what `build` does without options). Used where only the outcome matters
+    (recording words, benchmarks); `surgery.build` is the full test build."""
+    lines: list[str] = []
+
+    class Collect(trt.ILogger):
+        def __init__(self):
+            trt.ILogger.__init__(self)
+
+        def log(self, severity, msg):
+            if severity <= trt.ILogger.Severity.ERROR:
+                lines.append(msg)
+
+    logger = Collect()
+    builder = trt.Builder(logger)
+    network = builder.create_network(0)
+    parser = trt.OnnxParser(network, logger)
+    if not (parser.parse(data, path) if path else parser.parse(data)):
+        return "the parser refuses the model"
+    engine = builder.build_serialized_network(network, builder.create_builder_config())
+    return (
+        None if engine is not None else clean_words(lines[0] if lines else "the builder returned no engine")
+    )
+
+
+def parse(trt, logger, data: bytes, path: str | None = None):
+    """Parse from memory: (accepted, errors as dicts). `path` only tells the parser where external weights are
+    (nothing is read from it)."""
     builder = trt.Builder(logger)
     network = builder.create_network(0)
     parser = trt.OnnxParser(network, logger)
@@ -123,12 +150,12 @@ def check(data: bytes, base_dir: str | None = None, max_rounds: int = 64) -> dic
     model.ParseFromString(data)
     facts = GraphFacts.of(model)
 
-    def parse(blob: bytes):
+    def parse_here(blob: bytes):
         # from memory; with base_dir the parser is told where the model lives, so external weights resolve beside
         # it (nothing is written there)
-        return _parse(trt, logger, blob, str(Path(base_dir) / "model.onnx") if base_dir else None)
+        return parse(trt, logger, blob, str(Path(base_dir) / "model.onnx") if base_dir else None)
 
-    ok, errors = parse(data)
+    ok, errors = parse_here(data)
     result = {
         "flavour": flavour,
         "version": trt.__version__,
@@ -192,7 +219,7 @@ def check(data: bytes, base_dir: str | None = None, max_rounds: int = 64) -> dic
         for j in remaining:
             if any(x in tainted for x in _all_inputs(model.graph.node[j])):
                 tainted.update(o for o in model.graph.node[j].output if o)
-        ok, errors = parse(sub.SerializeToString())
+        ok, errors = parse_here(sub.SerializeToString())
         result["parses"] += 1
         index_map = remaining
         if ok:
