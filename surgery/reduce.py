@@ -227,35 +227,40 @@ def reduce_model(
         return outs
 
     def make(nodes: set[int]):
-        try:
-            return cut(
-                proto,
-                facts,
-                sorted(nodes),
-                outputs_of(nodes),
-                fold_all=True,
-                values=values,
-                types=types,
-                base_dir=base_dir,
-            )
-        except CutError as exc:
-            if exc.tensor and not typed_once[0]:
-                typed_once[0] = True
-                _learn(proto, facts, types, base_dir)
-                try:
-                    return cut(
-                        proto,
-                        facts,
-                        sorted(nodes),
-                        outputs_of(nodes),
-                        fold_all=True,
-                        values=values,
-                        types=types,
-                        base_dir=base_dir,
-                    )
-                except CutError:
-                    return None
-            return None
+        """The candidate model, typed from inference, else from onnxruntime runs of the original (learned once);
+        an output still untyped is declared without a type (a parser takes it), an input is not (None)."""
+        for loose in (False, True):
+            try:
+                return cut(
+                    proto,
+                    facts,
+                    sorted(nodes),
+                    outputs_of(nodes),
+                    fold_all=True,
+                    values=values,
+                    types=types,
+                    base_dir=base_dir,
+                    loose_outputs=loose,
+                )
+            except CutError as exc:
+                if exc.tensor and not typed_once[0]:
+                    typed_once[0] = True
+                    _learn(proto, facts, types, base_dir)
+                    try:
+                        return cut(
+                            proto,
+                            facts,
+                            sorted(nodes),
+                            outputs_of(nodes),
+                            fold_all=True,
+                            values=values,
+                            types=types,
+                            base_dir=base_dir,
+                            loose_outputs=loose,
+                        )
+                    except CutError:
+                        continue
+        return None
 
     def same(rep, c) -> bool:
         if r is not None:

@@ -190,3 +190,34 @@ def test_the_inspector_offers_the_minimal_failing_model_of_a_rejected_node():
         c.value for c in at.caption
     ]
     assert any(b.proto.label == "Download the minimal model" for b in at.get("download_button"))
+
+
+def test_external_weights_the_failing_node_reads_are_written_into_the_reduced_model(tmp_path):
+    from surgery.model import load_model
+
+    table = numpy_helper.from_array(np.arange(4096, dtype=np.float32).reshape(1024, 4), "table")
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"], name="relu"),
+        helper.make_node("Mystery", ["a", "table"], ["m"], name="mystery", domain="my.ops"),
+        helper.make_node("Sigmoid", ["m"], ["y"], name="sig"),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "ext",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
+        [table],
+    )
+    model = helper.make_model(
+        g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("my.ops", 1)], ir_version=8
+    )
+    src = tmp_path / "src"
+    src.mkdir()
+    onnx.save(model, str(src / "m.onnx"), save_as_external_data=True, location="m.data", size_threshold=1024)
+    out = tmp_path / "small.onnx"
+    assert main(["reduce", str(src / "m.onnx"), "-t", "tensorrt-static@10.15", "-o", str(out)]) == 0
+    small = onnx.load(str(out))  # no external file beside it: the weight is inside
+    assert [n.name for n in small.graph.node] == ["mystery"]
+    (w,) = small.graph.initializer
+    assert np.array_equal(numpy_helper.to_array(w), numpy_helper.to_array(table))
+    assert load_model(out).external == []

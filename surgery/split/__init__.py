@@ -553,6 +553,11 @@ def make_plan(
         rounds += 1
         say(0.1 + 0.1 * rounds, f"grouping, round {rounds}")
         groups = group(facts, kinds, min_nodes)
+        if not any(k == TARGET for k in kinds.values()):
+            raise SplitError(
+                f"no supported region: {report.label} refused every node it supports in the whole model when it "
+                "checked them in parts of their own; " + "; ".join(notes[-1:])
+            )
         if not any(g.kind == TARGET for g in groups):
             raise SplitError(
                 f"no supported region of at least {min_nodes} compute node(s): {report.label} supports "

@@ -80,10 +80,12 @@ def cut(
     types: dict[str, onnx.TypeProto] | None = None,
     base_dir=None,
     name: str = "",
+    loose_outputs: bool = False,
 ) -> Cut:
     """The model made of `nodes` (original indices, any order: they are put in topological order) computing
     `outputs`. Constants read from outside: copied with their cone, or folded to an initializer when the tensor
-    is in `fold` (or `fold_all`); `values` caches folded values between calls (tensor -> numpy array)."""
+    is in `fold` (or `fold_all`); `values` caches folded values between calls (tensor -> numpy array). With
+    `loose_outputs` an output nothing types is declared without a type instead of raising CutError."""
     graph = model.graph
     pos = {n: k for k, n in enumerate(facts.order)}
     own = sorted(set(nodes), key=pos.__getitem__)
@@ -123,7 +125,14 @@ def cut(
         inits.update(_fold(model, facts, folded, values, base_dir))
 
     vi_in = [typed(facts, x, types) for x in inputs]
-    vi_out = [typed(facts, o, types) for o in outputs]
+    vi_out = []
+    for o in outputs:
+        try:
+            vi_out.append(typed(facts, o, types))
+        except CutError:
+            if not loose_outputs:
+                raise
+            vi_out.append(helper.make_empty_tensor_value_info(o))
     g = helper.make_graph(
         [graph.node[i] for i in [*cone_nodes, *own]],
         name or graph.name,
