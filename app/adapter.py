@@ -237,7 +237,7 @@ def proposals(node_key: str | None = None, values: dict | None = None):
         model,
         rules,
         values,
-        _rule_context(fp, model),
+        _rule_context(fp, model, facts()),
     )
 
 
@@ -253,12 +253,14 @@ def why_no_fix(node_key: str, reports) -> list[str]:
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)
-def _rule_context(fp: str, _model):
+def _rule_context(fp: str, _model, _facts):
     """What rule conditions look at (facts, foldable tensors, ...), once per model version: not once per
     selected node (the foldable set alone is ~0.5 s at 100k nodes)."""
     from surgery.rulebook.matcher import Context
 
-    return Context(_model)
+    ctx = Context(_model)
+    ctx.facts = _facts  # the app's facts of this version: GraphFacts.of would size the model again (0.1 s)
+    return ctx
 
 
 @st.cache_resource(show_spinner=False, max_entries=64)
