@@ -105,6 +105,19 @@ def make_session(model: ModelProto, base_dir: Path | str | None = None, *, optim
     return ort.InferenceSession(run.SerializeToString(), so, providers=["CPUExecutionProvider"])
 
 
+def run_serialized(data: bytes, feeds: dict, base_dir: str | None = None) -> dict[str, np.ndarray]:
+    """Every output of the serialized model on `feeds` (what an isolated worker runs for surgery.verify)."""
+    model = ModelProto()
+    model.ParseFromString(data)
+    sess = make_session(model, base_dir)
+    names = [o.name for o in sess.get_outputs()]
+    wanted = {i.name for i in sess.get_inputs()}
+    missing = wanted - set(feeds)
+    if missing:
+        raise ValueError(f"no value for input(s) {sorted(missing)}")
+    return dict(zip(names, sess.run(names, {k: v for k, v in feeds.items() if k in wanted})))
+
+
 _NP = {
     TensorProto.FLOAT: np.float32,
     TensorProto.DOUBLE: np.float64,

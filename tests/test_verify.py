@@ -150,3 +150,33 @@ def test_a_free_dim_that_never_helps_stops_at_the_limit():
     r = verify(m, m)
     assert r.status == "skipped" and "original model does not run" in r.message
     assert "Non-zero status code" in r.message  # the smallest size's failure, in onnxruntime's words
+
+
+def test_all_zero_outputs_are_called_out():
+    """A comparison of zeros with zeros reads 'max abs 0': the report says it shows little."""
+    g = helper.make_graph(
+        [helper.make_node("Mul", ["x", "z"], ["y"], name="m")],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+        [numpy_helper.from_array(np.zeros(4, np.float32), "z")],
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    r = verify(m, m)
+    assert r.status == "ok" and "all zero on these inputs" in r.summary()
+    assert "all zero" not in verify(build("healthy_cnn"), build("healthy_cnn")).summary()
+
+
+def test_a_kernel_crash_is_a_skipped_verification_not_a_dead_process(monkeypatch):
+    """Random inputs can crash an onnxruntime kernel (SIGFPE: wespeaker's front end at length 16): the runs happen
+    in a worker, so the crash is a skipped verification that says so, and the next one works."""
+    import surgery.verify
+
+    m = build("healthy_cnn")
+    # the worker's function replaced by one that dies with SIGFPE (the model bytes, feeds and folder it gets
+    # are ignored): what a kernel crash looks like from here
+    monkeypatch.setattr(surgery.verify, "RUN_IN_WORKER", "surgery.backends.isolate:crash_for_test")
+    r = verify(m, m)
+    assert r.status == "skipped" and "onnxruntime crashed: signal 8 (SIGFPE)" in r.message, r.message
+    monkeypatch.undo()
+    assert verify(m, m).status == "ok"
