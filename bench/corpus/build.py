@@ -255,7 +255,9 @@ def from_onnx_tests(families: set[str] | None) -> list[dict]:
                 # the test's first data set: the values a user would pin for inputs that carry configuration
                 data_dir = name.rsplit("/", 1)[0] + "/test_data_set_0/"
                 for member in (m for m in z.namelist() if m.startswith(data_dir) and "/input_" in m):
-                    extract_member(archive, member, dest.parent / "test_data_set_0" / member.rsplit("/", 1)[1])
+                    extract_member(
+                        archive, member, dest.parent / "test_data_set_0" / member.rsplit("/", 1)[1]
+                    )
                 out.append(
                     {
                         "id": f"onnx-node/{parts[1]}",
