@@ -93,13 +93,19 @@ def open_and_time(browser, model: Path, search_for: str | None):
         page.locator(".graph-canvas[data-drawn='1']").wait_for()
         opened = time.perf_counter() - t
         rss_drawn = peak_rss_mib(proc.pid)
-        for _ in range(2):  # verdicts come in one target per run
-            page.wait_for_timeout(200)
-            page.wait_for_function(
-                "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
-                " && !document.querySelector('[data-testid=\"stSpinner\"]')"
-            )
-        checked = time.perf_counter() - t - 0.4
+        # verdicts come in one target per run, with a rerun between: done when the page has stayed idle for 1 s
+        busy_js = (
+            "() => !!(document.querySelector('[data-testid=\"stStatusWidget\"]')"
+            " || document.querySelector('[data-testid=\"stSpinner\"]'))"
+        )
+        last_busy, quiet = time.perf_counter(), 0
+        while quiet < 4:
+            page.wait_for_timeout(250)
+            if page.evaluate(busy_js):
+                last_busy, quiet = time.perf_counter(), 0
+            else:
+                quiet += 1
+        checked = max(last_busy - t, opened)
         drawn = page.locator(".graph-canvas").get_attribute("data-node-count")
         found = None
         if search_for:

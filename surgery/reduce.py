@@ -34,7 +34,7 @@ from pathlib import Path
 
 from onnx import ModelProto
 
-from surgery.split.cut import CutError, cut, learn_types
+from surgery.split.cut import CutError, cut
 
 
 class ReduceError(Exception):
@@ -417,7 +417,7 @@ def reduce_model(
 
 def _learn(proto, facts, types: dict, base_dir) -> None:
     """Types for every untyped intermediate tensor, from onnxruntime runs of the original (where it runs)."""
-    from surgery.split import seeded_feeds
+    from surgery.split import isolated_types, seeded_feeds
 
     untyped = [t for t in facts.producer if not facts.info(t).dtype]
     if not untyped:
@@ -428,4 +428,4 @@ def _learn(proto, facts, types: dict, base_dir) -> None:
             runs.append((dim, seeded_feeds(proto, default_dim=dim)))
         except ValueError:
             return
-    types.update(learn_types(proto, untyped, runs, base_dir))
+    types.update(isolated_types(proto, untyped, runs, base_dir))

@@ -443,3 +443,76 @@ def test_the_zip_holds_the_parts_and_the_plan():
     plan = make_plan(parse(MIDDLE), "tensorrt-static@10.15")
     names = sorted(zipfile.ZipFile(io.BytesIO(plan.to_zip())).namelist())
     assert names == sorted([p.file for p in plan.parts] + ["plan.json"])
+
+
+def _scan_over_nothing() -> onnx.ModelProto:
+    """A Scan over an axis of length 0 (an audio front end given too few samples): onnxruntime dies of SIGFPE."""
+    body = helper.make_graph(
+        [
+            helper.make_node("Add", ["prev", "curr"], ["next"]),
+            helper.make_node("Identity", ["next"], ["out"]),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("prev", TensorProto.FLOAT, [2, 4]),
+            helper.make_tensor_value_info("curr", TensorProto.FLOAT, [2, 4]),
+        ],
+        [
+            helper.make_tensor_value_info("next", TensorProto.FLOAT, [2, 4]),
+            helper.make_tensor_value_info("out", TensorProto.FLOAT, [2, 4]),
+        ],
+    )
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"], name="r1"),
+        helper.make_node("Reshape", ["a", "shape"], ["xs"], name="rs"),
+        helper.make_node(
+            "Scan",
+            ["init", "xs"],
+            ["last", "outs"],
+            body=body,
+            num_scan_inputs=1,
+            scan_input_axes=[1],
+            scan_output_axes=[1],
+            name="scan",
+        ),
+        helper.make_node("Unique", ["last"], ["u"], name="uniq"),
+        helper.make_node("Sigmoid", ["u"], ["u1"], name="sg"),
+        helper.make_node("Relu", ["u1"], ["u2"], name="r2"),
+        helper.make_node("Tanh", ["u2"], ["y"], name="r3"),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "scan0",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 0]),
+            helper.make_tensor_value_info("init", TensorProto.FLOAT, [2, 4]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["M"])],
+        [onnx.numpy_helper.from_array(np.array([2, -1, 4], np.int64), "shape")],
+    )
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_a_seeded_run_that_crashes_onnxruntime_is_a_failed_verification_not_a_dead_process(tmp_path, capsys):
+    model = _scan_over_nothing()
+    plan = make_plan(model, "tensorrt-static@10.15", min_nodes=1)
+    assert plan.verification.status == "failed" and not plan.ok
+    assert "SIGFPE" in plan.verification.message, plan.verification.message
+    path = tmp_path / "m.onnx"
+    onnx.save(model, str(path))
+    assert (
+        main(
+            [
+                "split",
+                str(path),
+                "-t",
+                "tensorrt-static@10.15",
+                "-o",
+                str(tmp_path / "out"),
+                "--min-nodes",
+                "1",
+            ]
+        )
+        == 1
+    )
+    assert "verification: failed" in capsys.readouterr().out

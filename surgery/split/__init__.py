@@ -32,7 +32,7 @@ import numpy as np
 import onnx
 from onnx import ModelProto
 
-from surgery.split.cut import CutError, cut, describe_tensor, learn_types, type_text, typed
+from surgery.split.cut import CutError, cut, describe_tensor, type_text, typed
 from surgery.split.regions import FALLBACK, TARGET, constant_nodes, group
 
 PLAN_FORMAT = "onnx-surgery-split-plan/1"
@@ -546,6 +546,7 @@ def make_plan(
     }
     fold: set[str] = set()
     sized = None  # (free dim size, feeds, the original runs on them)
+    problems: list[str] = []  # why a run with onnxruntime could not type a tensor
     types: dict[str, onnx.TypeProto] = {}
     values: dict = {}
     rounds = 0
@@ -615,7 +616,7 @@ def make_plan(
                 other = _feeds_or_none(proto, seed, shapes, default_dim=sized[0] + 1)
                 if other is not None:
                     runs.append((sized[0] + 1, other))
-                types.update(learn_types(proto, untyped, runs, base_dir))
+                types.update(isolated_types(proto, untyped, runs, base_dir, problems))
         say(0.2 + 0.1 * rounds, f"cutting {len(groups)} part(s)")
         parts: list[Part] = []
         cuts = []
@@ -639,7 +640,13 @@ def make_plan(
                     name=f"{graph.name or 'graph'}_part{k}",
                 )
             except CutError as exc:
-                raise SplitError(_boundary_message(exc, facts, groups, k, inside, target, fallback)) from None
+                why = problems[-1] if problems else ""
+                if not why and sized is not None and not sized[2]:
+                    why = "the original does not run on onnxruntime here"
+                raise SplitError(
+                    _boundary_message(exc, facts, groups, k, inside, target, fallback)
+                    + (f" ({why})" if why else "")
+                ) from None
             parts.append(
                 Part(
                     k,
@@ -726,7 +733,7 @@ def make_plan(
         say(0.75, "running the chain against the original")
         if sized is None:
             sized = runnable_feeds(proto, seed, shapes, base_dir)
-        plan.verification = verify_plan(plan, proto, feeds=sized[1], seed=seed, shapes=shapes)
+        plan.verification = verify_isolated(plan, proto, feeds=sized[1], seed=seed, shapes=shapes)
     plan.seconds = time.perf_counter() - t0
     say(1.0, "done")
     return plan
@@ -787,14 +794,14 @@ def runnable_feeds(
 ) -> tuple[int, dict | None, bool]:
     """(size, feeds, the original runs on them): seeded inputs whose symbolic dims nobody gave take the first of
     2 and surgery.verify's larger FREE_DIM_SIZES (16, 512, 16000: an audio front end needs a window of samples)
-    at which onnxruntime runs the original, within its FEED_LIMIT; the first size's feeds when none runs, None
-    when inputs cannot be made (an input without a shape)."""
-    from surgery.ort import make_session
+    at which onnxruntime runs the original (in a child process: a size that crashes it is passed over), within
+    its FEED_LIMIT; the first size's feeds when none runs, None when inputs cannot be made (an input without a
+    shape)."""
+    from surgery.backends.isolate import BackendCrash, call_isolated
     from surgery.verify import FEED_LIMIT, FREE_DIM_SIZES, RUN_FAILURE
 
     first = None
     tried: list = []
-    sess = None
     for size in (2, *(d for d in FREE_DIM_SIZES if d > 2)):
         feeds = _feeds_or_none(model, seed, shapes, default_dim=size)
         if feeds is None:
@@ -805,14 +812,79 @@ def runnable_feeds(
         tried.append(dims)
         first = first or (size, feeds, False)
         try:
-            sess = sess or make_session(model, base_dir)
-            wanted = {i.name for i in sess.get_inputs()}
-            sess.run(None, {k: v for k, v in feeds.items() if k in wanted})
+            error = call_isolated("surgery.split:_runs", model, feeds, base_dir, timeout=RUN_TIMEOUT_S)
+        except BackendCrash:
+            continue  # onnxruntime died at this size (SIGFPE on an empty scan, ...): try a larger one
+        if not error:
             return size, feeds, True
-        except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
-            if sess is None or RUN_FAILURE not in str(exc):
-                break
+        if RUN_FAILURE not in error:
+            break
     return first
+
+
+def _runs(model: ModelProto, feeds: dict, base_dir=None) -> str:
+    """Empty when onnxruntime runs `model` on `feeds`, else its error (called in a child process)."""
+    from surgery.ort import make_session
+
+    try:
+        sess = make_session(model, base_dir)
+        wanted = {i.name for i in sess.get_inputs()}
+        sess.run(None, {k: v for k, v in feeds.items() if k in wanted})
+    except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
+        return str(exc) or type(exc).__name__
+    return ""
+
+
+# Runs on seeded inputs can crash onnxruntime itself (an integer division by a random zero is SIGFPE): they run in
+# a child process (surgery.backends.isolate), and a crash is reported, never the caller's death.
+RUN_TIMEOUT_S = 600.0
+
+
+def isolated_types(model: ModelProto, tensors: list[str], runs, base_dir=None, problems=None) -> dict:
+    """surgery.split.cut.learn_types in a child process ({} where that crashes; the crash is appended to
+    `problems`)."""
+    from surgery.backends.isolate import BackendCrash, call_isolated
+
+    try:
+        return call_isolated(
+            "surgery.split.cut:learn_types", model, tensors, runs, base_dir, timeout=RUN_TIMEOUT_S
+        )
+    except BackendCrash as exc:
+        if problems is not None:
+            problems.append(f"the run with onnxruntime crashed ({exc})")
+        return {}
+
+
+def verify_isolated(plan: Plan, original: ModelProto, **kwargs) -> Verification:
+    """verify_plan in a child process: a run that crashes or runs out of time is a failed verification."""
+    import dataclasses
+
+    from surgery.backends.isolate import BackendCrash, call_isolated
+
+    try:
+        v, measured = call_isolated(
+            "surgery.split:_verify_and_measure",
+            dataclasses.replace(plan, _runners={}),
+            original,
+            kwargs,
+            timeout=RUN_TIMEOUT_S,
+        )
+    except BackendCrash as exc:
+        feeds = kwargs.get("feeds") or {}
+        return Verification(
+            "failed",
+            kwargs.get("seed", 0),
+            {k: list(np.shape(v)) for k, v in feeds.items()},
+            message=f"running the original or the chain on seeded inputs: {exc}",
+        )
+    for c in plan.crossings:
+        c.measured_bytes = measured.get(c.name)
+    return v
+
+
+def _verify_and_measure(plan: Plan, original: ModelProto, kwargs: dict) -> tuple[Verification, dict]:
+    v = verify_plan(plan, original, **kwargs)
+    return v, {c.name: c.measured_bytes for c in plan.crossings}
 
 
 def _feeds_or_none(proto, seed, shapes, default_dim: int = 2):
