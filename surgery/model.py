@@ -31,6 +31,7 @@ class LoadErrorKind(StrEnum):
     NO_GRAPH = "no-graph"
     EXTERNAL_MISSING = "external-data-missing"
     EXTERNAL_UNSAFE = "external-data-unsafe"
+    EXTERNAL_INVALID = "external-data-invalid"
     TOO_LARGE = "too-large"
     NOT_FOUND = "not-found"
 
@@ -262,12 +263,41 @@ def _external_entries(proto: ModelProto):
             yield tensor, info
 
 
+def _shown(value: str | bytes, limit: int = 40) -> str:
+    """A value from the file, quoted for a one-line message: escapes for anything unprintable, cut short."""
+    text = repr(value if isinstance(value, str) else bytes(value))
+    return text if len(text) <= limit else text[: limit - 4] + "..." + text[-1]
+
+
+def _byte_count(info: dict, key: str, tensor: str, source: str) -> int | None:
+    """An external-data offset or length: a whole number of bytes (0 or more), or None where it is not given."""
+    raw = info.get(key)
+    if raw is None or raw == "":
+        return None
+    if isinstance(raw, str) and raw.isascii() and raw.isdigit() and len(raw) <= 19:  # fits an int64
+        return int(raw)
+    raise ModelLoadError(
+        LoadErrorKind.EXTERNAL_INVALID,
+        f"{source}: tensor '{tensor}' gives its external data {key} as {_shown(raw)}, which is not a byte "
+        "count (a whole number, 0 or more); the model file is corrupt or was edited by hand",
+    )
+
+
 def check_external_data(proto: ModelProto, base_dir: Path | None, source: str) -> list[ExternalFile]:
     """Validate every external-data reference before anything is read: inside `base_dir`, present, long enough."""
     files: dict[str, ExternalFile] = {}
     root = base_dir.resolve() if base_dir is not None else None
     for tensor, info in _external_entries(proto):
         loc = info.get("location", "")
+        if not isinstance(loc, str) or "\x00" in loc:
+            what = "is not UTF-8 text" if not isinstance(loc, str) else "holds a NUL byte"
+            raise ModelLoadError(
+                LoadErrorKind.EXTERNAL_UNSAFE,
+                f"{source}: refused — the external data location of tensor '{tensor.name}' {what} "
+                f"({_shown(loc)}); it must be a plain relative file name",
+            )
+        offset = _byte_count(info, "offset", tensor.name, source)
+        length = _byte_count(info, "length", tensor.name, source)
         if root is None:
             raise ModelLoadError(
                 LoadErrorKind.EXTERNAL_MISSING,
@@ -303,8 +333,8 @@ def check_external_data(proto: ModelProto, base_dir: Path | None, source: str) -
                     f"{source}: external data file '{loc}' (tensor '{tensor.name}') is missing from {root}",
                 )
             entry = files[loc] = ExternalFile(loc, resolved, resolved.stat().st_size)
-        offset = int(info.get("offset", 0) or 0)
-        length = int(info["length"]) if info.get("length") else entry.size - offset
+        offset = offset or 0
+        length = entry.size - offset if length is None else length
         if offset + length > entry.size:
             raise ModelLoadError(
                 LoadErrorKind.EXTERNAL_MISSING,

@@ -1,0 +1,71 @@
+"""Hostile inputs (issue 13): each ends in one line that names the file and what is wrong, and exit code 2 from the
+CLI; never a traceback, never a hang. Every hostile input is made here by a generator function (no binary blobs)."""
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from surgery.cli import main
+
+
+def _refused(capsys, argv: list[str], *words: str) -> str:
+    """Run the CLI; it must exit 2 with exactly one line on stderr holding every one of `words`."""
+    code = main(argv)
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), err
+    assert "Traceback" not in err and all(w in lines[0] for w in words), lines[0]
+    return lines[0]
+
+
+# --- generators ---------------------------------------------------------------------------------------------
+
+
+def make_external_model(folder, **entries) -> str:
+    """x[1,4] @ w[4,2] -> y, with w in weights.bin beside the model; `entries` overwrite its external-data keys
+    (location, offset, length) with the given text as is."""
+    w = numpy_helper.from_array(np.ones((4, 2), np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2])],
+        [w],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    path = folder / "m.onnx"
+    onnx.save(model, str(path), save_as_external_data=True, location="weights.bin", size_threshold=0)
+    if entries:
+        m = onnx.load(str(path), load_external_data=False)
+        (tensor,) = m.graph.initializer
+        have = {e.key: e for e in tensor.external_data}
+        for key, value in entries.items():
+            (have[key] if key in have else tensor.external_data.add(key=key)).value = value
+        path.write_bytes(m.SerializeToString())
+    return str(path)
+
+
+# --- 1. external data: offsets and lengths that are not byte counts, a NUL in the location -------------------
+
+
+@pytest.mark.parametrize(
+    "entries, words",
+    [
+        ({"offset": "abc"}, ["offset as 'abc'", "not a byte count"]),
+        ({"offset": "-64"}, ["offset as '-64'", "not a byte count"]),
+        ({"length": "1e3"}, ["length as '1e3'", "not a byte count"]),
+        ({"length": "9" * 5000}, ["length as '9999", "not a byte count"]),  # int() itself would refuse it
+        ({"location": "weights.bin\x00.txt"}, ["holds a NUL byte", "'weights.bin\\x00.txt'"]),
+    ],
+)
+def test_external_data_fields_that_make_no_sense_are_refused_at_load(tmp_path, capsys, entries, words):
+    path = make_external_model(tmp_path, **entries)
+    _refused(capsys, ["inspect", path], path, "tensor 'w'", *words)
+
+
+def test_fix_refuses_a_negative_offset_before_writing_anything(tmp_path, capsys):
+    path = make_external_model(tmp_path, offset="-8")
+    out = tmp_path / "out.onnx"
+    _refused(capsys, ["fix", path, "-o", str(out)], path, "offset as '-8'")
+    assert not out.exists()
