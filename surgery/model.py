@@ -10,6 +10,7 @@ import contextlib
 import hashlib
 import os
 import shutil
+import stat
 import tempfile
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -34,6 +35,7 @@ class LoadErrorKind(StrEnum):
     EXTERNAL_INVALID = "external-data-invalid"
     TOO_LARGE = "too-large"
     NOT_FOUND = "not-found"
+    NOT_A_FILE = "not-a-file"
 
 
 class ModelLoadError(Exception):
@@ -327,12 +329,25 @@ def check_external_data(proto: ModelProto, base_dir: Path | None, source: str) -
             )
         entry = files.get(loc)
         if entry is None:
-            if not resolved.is_file():
+            try:
+                info_on_disk = resolved.stat()
+            except FileNotFoundError:
                 raise ModelLoadError(
                     LoadErrorKind.EXTERNAL_MISSING,
                     f"{source}: external data file '{loc}' (tensor '{tensor.name}') is missing from {root}",
+                ) from None
+            except OSError as exc:
+                raise ModelLoadError(
+                    LoadErrorKind.EXTERNAL_MISSING,
+                    f"{source}: external data file '{loc}' (tensor '{tensor.name}') cannot be read: {exc.strerror}",
+                ) from None
+            if not stat.S_ISREG(info_on_disk.st_mode):
+                raise ModelLoadError(
+                    LoadErrorKind.EXTERNAL_UNSAFE,
+                    f"{source}: refused — external data '{loc}' of tensor '{tensor.name}' "
+                    f"{_not_regular(info_on_disk.st_mode)}; it must be a file of weights",
                 )
-            entry = files[loc] = ExternalFile(loc, resolved, resolved.stat().st_size)
+            entry = files[loc] = ExternalFile(loc, resolved, info_on_disk.st_size)
         offset = offset or 0
         length = entry.size - offset if length is None else length
         if offset + length > entry.size:
@@ -370,11 +385,53 @@ def load_model(
 
     path = Path(src)
     source = str(path)
-    if not path.exists():
-        raise ModelLoadError(LoadErrorKind.NOT_FOUND, f"{source}: no such file")
-    if path.is_dir():
-        raise ModelLoadError(LoadErrorKind.NOT_FOUND, f"{source}: is a folder, not an .onnx file")
-    size = path.stat().st_size
+    fd = _open_regular(path, source, "an ONNX model file")
+    with os.fdopen(fd, "rb") as f:
+        data = _read_model_file(f, source, limit)
+    proto = parse_model_bytes(data, source)
+    size = len(data)
+    external = check_external_data(proto, path.parent, source)
+    total = size + sum(f.bytes_used for f in external)
+    if total > limit:
+        raise _too_large(source, total, limit, "the model with its external data")
+    return Model(proto, source, path.parent, size, external)
+
+
+def _not_regular(mode: int) -> str:
+    """What a path that is not a regular file is, in words: 'is a directory', 'is not a regular file (...)'."""
+    if stat.S_ISDIR(mode):
+        return "is a directory"
+    kinds = [
+        (stat.S_ISFIFO, "a named pipe, FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ]
+    return f"is not a regular file ({next((w for test, w in kinds if test(mode)), 'of an unknown kind')})"
+
+
+def _open_regular(path: Path, source: str, what: str) -> int:
+    """A file descriptor of `path` opened for reading, only when it is a regular file: a FIFO is opened without
+    blocking (never waiting for a writer) and refused, as are folders and devices."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise ModelLoadError(LoadErrorKind.NOT_FOUND, f"{source}: no such file") from None
+    except IsADirectoryError:
+        raise ModelLoadError(LoadErrorKind.NOT_A_FILE, f"{source}: is a directory, not {what}") from None
+    except (OSError, ValueError) as exc:  # permission denied, a NUL in the name, a name too long ...
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ModelLoadError(LoadErrorKind.NOT_FOUND, f"{source}: cannot open {what}: {reason}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        tail = f", not {what}" if stat.S_ISDIR(mode) else f"; give the path of {what}"
+        raise ModelLoadError(LoadErrorKind.NOT_A_FILE, f"{source}: {_not_regular(mode)}{tail}")
+    return fd
+
+
+def _read_model_file(f, source: str, limit: int) -> bytes:
+    size = os.fstat(f.fileno()).st_size
     if size > limit:
         raise _too_large(source, size, limit, "the model file")
     if size > PROTOBUF_LIMIT:
@@ -383,12 +440,7 @@ def load_model(
             f"{source}: the file is {size / 1024**3:.2f} GiB, over protobuf's 2 GiB limit; save the model with "
             "external data (onnx.save(..., save_as_external_data=True))",
         )
-    proto = parse_model_bytes(path.read_bytes(), source)
-    external = check_external_data(proto, path.parent, source)
-    total = size + sum(f.bytes_used for f in external)
-    if total > limit:
-        raise _too_large(source, total, limit, "the model with its external data")
-    return Model(proto, source, path.parent, size, external)
+    return f.read()
 
 
 # --- handing a model to a backend that reads files --------------------------------------------------------------

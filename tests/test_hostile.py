@@ -1,6 +1,9 @@
 """Hostile inputs (issue 13): each ends in one line that names the file and what is wrong, and exit code 2 from the
 CLI; never a traceback, never a hang. Every hostile input is made here by a generator function (no binary blobs)."""
 
+import os
+import signal
+
 import numpy as np
 import onnx
 import pytest
@@ -17,6 +20,20 @@ def _refused(capsys, argv: list[str], *words: str) -> str:
     assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), err
     assert "Traceback" not in err and all(w in lines[0] for w in words), lines[0]
     return lines[0]
+
+
+@pytest.fixture
+def no_hang():
+    """Fail the test (rather than hang the run) when it takes over 60 s: a FIFO opened for reading blocks."""
+
+    def stop(*_):
+        raise TimeoutError("hung for 60 s")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(60)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
 
 
 # --- generators ---------------------------------------------------------------------------------------------
@@ -69,3 +86,32 @@ def test_fix_refuses_a_negative_offset_before_writing_anything(tmp_path, capsys)
     out = tmp_path / "out.onnx"
     _refused(capsys, ["fix", path, "-o", str(out)], path, "offset as '-8'")
     assert not out.exists()
+
+
+# --- 6. a directory, a FIFO or a device given as the model (a FIFO is never opened for reading) --------------
+
+
+def make_fifo(path) -> str:
+    os.mkfifo(path)
+    return str(path)
+
+
+def test_a_directory_given_as_the_model_says_so(tmp_path, capsys):
+    _refused(capsys, ["inspect", str(tmp_path)], str(tmp_path), "is a directory, not an ONNX model file")
+
+
+def test_a_fifo_given_as_the_model_is_refused_without_waiting_for_a_writer(tmp_path, capsys, no_hang):
+    fifo = make_fifo(tmp_path / "m.onnx")
+    for command in (["inspect", fifo], ["check", fifo], ["fix", fifo, "--dry-run"]):
+        _refused(capsys, command, fifo, "is not a regular file (a named pipe, FIFO)")
+    _refused(capsys, ["inspect", "/dev/null"], "/dev/null", "is not a regular file (a character device)")
+
+
+def test_external_data_that_is_a_directory_or_a_fifo_is_not_called_missing(tmp_path, capsys, no_hang):
+    path = make_external_model(tmp_path)
+    (tmp_path / "weights.bin").unlink()
+    make_fifo(tmp_path / "weights.bin")
+    _refused(capsys, ["inspect", path], path, "'weights.bin'", "is not a regular file (a named pipe, FIFO)")
+    (tmp_path / "weights.bin").unlink()
+    (tmp_path / "weights.bin").mkdir()
+    _refused(capsys, ["inspect", path], path, "'weights.bin'", "is a directory")
