@@ -10,7 +10,7 @@ import numpy as np
 from onnx import TensorProto, helper
 
 from surgery.graph import count_nodes, iter_subgraphs, tensor_info_from_type
-from surgery.model import Model
+from surgery.model import Model, decoded
 
 STANDARD_DOMAINS = ("", "ai.onnx", "ai.onnx.ml", "ai.onnx.preview.training")
 
@@ -83,11 +83,11 @@ def inspect_model(model: Model) -> Inspection:
     graphs = [g, *(s.graph for s in iter_subgraphs(g))]
     for graph in graphs:
         for n in graph.node:
-            d = n.domain or ""
-            ops[f"{d}::{n.op_type}" if d not in ("", "ai.onnx") else n.op_type] += 1
+            d, op = decoded(n.domain or ""), decoded(n.op_type)  # text even where the file's is not UTF-8
+            ops[f"{d}::{op}" if d not in ("", "ai.onnx") else op] += 1
             domains[d or "ai.onnx"] += 1
             if d not in STANDARD_DOMAINS:
-                custom.add(f"{d}::{n.op_type}")
+                custom.add(f"{d}::{op}")
     inits = [t for graph in graphs for t in graph.initializer]
     init_names = {t.name for t in g.initializer}
     return Inspection(

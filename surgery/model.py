@@ -82,6 +82,37 @@ def fingerprint(proto: ModelProto) -> str:
     return hashlib.sha256(proto.SerializeToString(deterministic=True)).hexdigest()[:16]
 
 
+# --- text a model holds --------------------------------------------------------------------------------------
+
+
+def decoded(value):
+    """A protobuf string field that is not valid UTF-8 comes back as bytes (ONNX is proto2, which does not check):
+    as text, with each undecodable byte as a \\xNN escape. Anything else is returned as it is."""
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode("utf-8", errors="backslashreplace")
+    return value
+
+
+def jsonable(obj):
+    """`obj` with every bytes value and key `decoded`, in dicts, lists and tuples at any depth."""
+    if isinstance(obj, dict):
+        return {decoded(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [jsonable(v) for v in obj]
+    return decoded(obj)
+
+
+def dumps(obj, **kwargs) -> str:
+    """json.dumps for what is read from a model: names that are not UTF-8 are written `decoded` (the one place
+    every JSON output of the CLI and the probe cache goes through)."""
+    import json
+
+    try:
+        return json.dumps(obj, **kwargs)
+    except TypeError:  # bytes somewhere (a value or a key): walk the tree only then
+        return json.dumps(jsonable(obj), **kwargs)
+
+
 # --- wire-format scan: tells "not a protobuf", "truncated" and "some other message" apart -------------------
 
 _MODEL_FIELDS = {f.number: f for f in ModelProto.DESCRIPTOR.fields}

@@ -1,6 +1,7 @@
 """Hostile inputs (issue 13): each ends in one line that names the file and what is wrong, and exit code 2 from the
 CLI; never a traceback, never a hang. Every hostile input is made here by a generator function (no binary blobs)."""
 
+import json
 import os
 import signal
 
@@ -63,6 +64,26 @@ def make_external_model(folder, **entries) -> str:
     return str(path)
 
 
+def make_non_utf8_model(folder) -> str:
+    """Relu 'NA\\xff\\xfeX' -> dom::'OP\\xc3X' 'n2': a node name and an op type that are not UTF-8 (ONNX is proto2,
+    whose parser does not check; protobuf hands such fields over as bytes). Placeholders of the same length are
+    swapped in the serialized bytes, so every length prefix stays right."""
+    graph = helper.make_graph(
+        [
+            helper.make_node("Relu", ["x"], ["y"], name="NAMEX"),
+            helper.make_node("OPQX", ["y"], ["z"], name="n2", domain="dom"),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2])],
+    )
+    opsets = [helper.make_opsetid("", 13), helper.make_opsetid("dom", 1)]
+    data = helper.make_model(graph, opset_imports=opsets, ir_version=8).SerializeToString()
+    path = folder / "names.onnx"
+    path.write_bytes(data.replace(b"NAMEX", b"NA\xff\xfeX").replace(b"OPQX", b"OP\xc3X"))
+    return str(path)
+
+
 # --- 1. external data: offsets and lengths that are not byte counts, a NUL in the location -------------------
 
 
@@ -115,3 +136,61 @@ def test_external_data_that_is_a_directory_or_a_fifo_is_not_called_missing(tmp_p
     (tmp_path / "weights.bin").unlink()
     (tmp_path / "weights.bin").mkdir()
     _refused(capsys, ["inspect", path], path, "'weights.bin'", "is a directory")
+
+
+# --- 2. names and op types that are not UTF-8: JSON output writes them with \xNN escapes ---------------------
+
+
+def test_names_that_are_not_utf8_are_written_as_escapes_in_json(tmp_path, capsys):
+    path = make_non_utf8_model(tmp_path)
+    assert main(["inspect", path, "--json"]) == 0
+    ops = json.loads(capsys.readouterr().out)["op_histogram"]
+    assert ops == {"Relu": 1, "dom::OP\\xc3X": 1}
+    assert main(["check", path, "--format", "json", "--no-cache"]) == 1  # no kernel for dom::OP\xc3X
+    (report,) = json.loads(capsys.readouterr().out)["reports"]
+    assert [(v["node"], v["status"]) for v in report["verdicts"]] == [
+        ("NA\\xff\\xfeX", "supported"),
+        ("n2", "rejected"),
+    ]
+    assert main(["check", path, "--format", "sarif", "--no-cache"]) == 1
+    (result,) = json.loads(capsys.readouterr().out)["runs"][0]["results"]
+    assert result["properties"]["opType"] == "OP\\xc3X"
+
+
+# --- 3. backend chatter on stdout (onnxruntime's 'EP Error' banner) never lands in the JSON ------------------
+
+
+class _Chatty:
+    """onnxruntime, behind a banner printed on stdout the two ways a backend can: Python's print() (as
+    onnxruntime's 'EP Error' fallback does) and a native write to file descriptor 1."""
+
+    id = "chatty"
+
+    def __init__(self):
+        from surgery.backends import get_backend
+
+        self.inner = get_backend("onnxruntime")
+        self.label, self.version = "chatty " + self.inner.label, self.inner.version
+
+    def availability(self):
+        return self.inner.availability()
+
+    def check(self, model, base_dir=None, depth=None):
+        print("*************** EP Error ***************")
+        os.write(1, b"EP Error from native code\n")
+        return self.inner.check(model, base_dir, depth=depth)
+
+
+def test_check_json_stdout_parses_when_a_backend_prints(sample_dir, capfd):
+    from surgery.backends import register
+    from surgery.diagnose import clear_cache
+
+    register("chatty", _Chatty)
+    for fmt in ("json", "sarif"):
+        clear_cache()  # the backend runs (and prints) each time
+        code = main(
+            ["check", str(sample_dir / "healthy_cnn.onnx"), "-t", "chatty", "--format", fmt, "--no-cache"]
+        )
+        out, err = capfd.readouterr()
+        assert code == 0 and "EP Error" not in out and json.loads(out)
+        assert "EP Error ****" in err and "EP Error from native code" in err  # moved, not lost

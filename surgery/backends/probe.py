@@ -20,6 +20,7 @@ from onnx import ModelProto, TensorProto, helper, numpy_helper
 
 from surgery.backends.base import Status
 from surgery.graph import GraphFacts, _all_inputs, constant_tensor, node_signature
+from surgery.model import decoded
 
 SMALL_CONSTANT_BYTES = 256  # constants this small are part of the signature by value (Resize scales, TopK K)
 MAX_FOLD_NODES = 64  # constant cones up to this size are evaluated so the probe keeps the value
@@ -152,9 +153,9 @@ def signature(facts: GraphFacts, index: int) -> tuple:
 
 def probe_names(facts: GraphFacts, index: int) -> tuple[str, ...]:
     """The names a probe of node `index` carries (the node's, then its tensors'): words that mention one of them
-    are about this node only."""
+    are about this node only. A name that is not UTF-8 is given as text (`decoded`), as the words are."""
     node = facts.model.graph.node[index]
-    return tuple(x for x in (node.name, *_all_inputs(node), *node.output) if x)
+    return tuple(decoded(x) for x in (node.name, *_all_inputs(node), *node.output) if x)
 
 
 def isolate(facts: GraphFacts, index: int) -> ModelProto:

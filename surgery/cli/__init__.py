@@ -5,7 +5,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import sys
 
 COMMANDS = ["inspect", "targets", "check", "fix", "split", "reduce", "build", "app"]  # each adds itself
@@ -24,6 +26,30 @@ def exit_code(reports) -> int:
     if Outcome.CANNOT_CONFIRM in outcomes:
         return EXIT_CANNOT_CONFIRM
     return EXIT_OK
+
+
+@contextlib.contextmanager
+def chatter_to_stderr(on: bool = True):
+    """While backends run: what they print on stdout goes to stderr, so stdout holds only what the command means
+    to print (JSON that parses). onnxruntime prints its 'EP Error' banner with print(); native libraries write
+    to file descriptor 1: both are moved."""
+    if not on:
+        yield
+        return
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+        os.dup2(2, 1)
+    except OSError:  # no descriptor 1 (a closed stdout): only Python's prints to move
+        saved = None
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stderr.flush()
+        if saved is not None:
+            os.dup2(saved, 1)
+            os.close(saved)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -4,10 +4,9 @@ Exit 0 when every requested build succeeds, 1 when any fails, 2 on bad input."""
 
 from __future__ import annotations
 
-import json
 import sys
 
-from surgery.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_REJECTED
+from surgery.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_REJECTED, chatter_to_stderr
 from surgery.specs import PROFILE_EXAMPLE, parse_profiles
 
 BACKENDS = ("tensorrt", "onnxruntime", "openvino", "tvm")
@@ -104,7 +103,7 @@ def print_table(reports, out=None) -> None:
 def run(args) -> int:
     from surgery.backends.base import BuildOptions
     from surgery.build import build_model
-    from surgery.model import load_model
+    from surgery.model import dumps, load_model
 
     backends = args.backend or ["onnxruntime"]
     if "all" in backends:
@@ -146,11 +145,12 @@ def run(args) -> int:
             timeout_s=args.timeout,
         )
         base_dir = str(model.base_dir) if model.base_dir else None
-        reports.append(build_model(backend, model.proto, options, progress, base_dir))
+        with chatter_to_stderr(args.json):
+            reports.append(build_model(backend, model.proto, options, progress, base_dir))
         if show:
             print("\r" + " " * 80 + "\r", end="", file=sys.stderr)
     if args.json:
-        print(json.dumps([r.to_dict() for r in reports], indent=2))
+        print(dumps([r.to_dict() for r in reports], indent=2))
     else:
         print_table(reports)
     return EXIT_OK if all(r.ok for r in reports) else EXIT_REJECTED

@@ -6,12 +6,11 @@ confirm the model (unknown verdicts, e.g. a plugin this backend lacks); 2 bad in
 
 from __future__ import annotations
 
-import json
 import sys
 from collections import defaultdict
 
 from surgery.backends.base import Outcome, Stage, Status, where_said
-from surgery.cli import EXIT_BAD_INPUT, exit_code
+from surgery.cli import EXIT_BAD_INPUT, chatter_to_stderr, exit_code
 
 WHO = {Stage.PARSE: "parser says", Stage.BUILD: "builder says", Stage.RUN: "backend says"}
 
@@ -188,7 +187,7 @@ def run(args) -> int:
     from surgery.backends import UnknownBackend
     from surgery.backends.probe import CACHE, use_disk_cache
     from surgery.diagnose import check_model
-    from surgery.model import load_model
+    from surgery.model import dumps, load_model
     from surgery.partition import partition
     from surgery.rulebook import RuleError, load_rules
     from surgery.rulebook.suggest import suggestions_for
@@ -199,7 +198,8 @@ def run(args) -> int:
     if not args.no_cache:
         use_disk_cache()
     try:
-        reports = check_model(model.proto, targets, model.base_dir, depth=args.depth)
+        with chatter_to_stderr():  # stdout is the report's alone (JSON that parses)
+            reports = check_model(model.proto, targets, model.base_dir, depth=args.depth)
     except UnknownBackend as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -220,9 +220,9 @@ def run(args) -> int:
             for v in d["verdicts"]:
                 v["rules"] = suggestions.get((r.backend, v["node"]), [])
             out.append(d)
-        print(json.dumps({"model": args.model, "reports": out}, indent=2))
+        print(dumps({"model": args.model, "reports": out}, indent=2))
     elif args.format == "sarif":
-        print(json.dumps(_sarif(args.model, reports, suggestions), indent=2))
+        print(dumps(_sarif(args.model, reports, suggestions), indent=2))
     else:
         print(_text(reports, model.proto, args.all, suggestions))
         by = defaultdict(list)

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
-
 from surgery.inspect import format_inspection, inspect_model
-from surgery.model import load_model
+from surgery.model import dumps, load_model
 
 
 def add_parser(sub):
@@ -18,5 +16,5 @@ def add_parser(sub):
 
 def run(args) -> int:
     report = inspect_model(load_model(args.model, max_bytes=args.max_bytes))
-    print(json.dumps(report.to_dict(), indent=2) if args.json else format_inspection(report))
+    print(dumps(report.to_dict(), indent=2) if args.json else format_inspection(report))
     return 0

@@ -7,11 +7,10 @@ the search short: it is then the smallest found so far, and says so); 1 the targ
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
-from surgery.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_REJECTED
+from surgery.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_REJECTED, chatter_to_stderr
 
 
 def add_parser(sub):
@@ -49,7 +48,7 @@ def add_parser(sub):
 def run(args) -> int:
     from surgery.backends import UnknownBackend
     from surgery.cli.check_cmd import _said, who
-    from surgery.model import load_model
+    from surgery.model import dumps, load_model
     from surgery.reduce import NothingToReduce, ReduceError, reduce_model
 
     if Path(args.output).resolve() == Path(args.model).resolve():
@@ -59,9 +58,15 @@ def run(args) -> int:
         return EXIT_BAD_INPUT
     model = load_model(args.model, max_bytes=args.max_bytes)
     try:
-        result = reduce_model(
-            model, args.target, node=args.node, mode=args.mode, time_limit=args.time_limit, depth=args.depth
-        )
+        with chatter_to_stderr(args.json):
+            result = reduce_model(
+                model,
+                args.target,
+                node=args.node,
+                mode=args.mode,
+                time_limit=args.time_limit,
+                depth=args.depth,
+            )
     except NothingToReduce as exc:
         print(f"nothing to reduce: {exc}")
         return EXIT_REJECTED
@@ -72,7 +77,7 @@ def run(args) -> int:
     if args.json:
         d = result.to_dict()
         d["output"] = str(written)
-        print(json.dumps(d, indent=2))
+        print(dumps(d, indent=2))
         return EXIT_OK
     f = result.failure
     from surgery.backends.base import Stage

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sys
 
-from surgery.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_REJECTED
+from surgery.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_REJECTED, chatter_to_stderr
 
 
 def add_parser(sub):
@@ -119,15 +119,16 @@ def run(args) -> int:
         return EXIT_BAD_INPUT
     model = load_model(args.model, max_bytes=args.max_bytes)
     try:
-        plan = make_plan(
-            model,
-            args.target,
-            fallback=args.fallback,
-            min_nodes=DEFAULT_MIN_NODES if args.min_nodes is None else args.min_nodes,
-            depth=args.depth,
-            seed=args.seed,
-            shapes=shapes or None,
-        )
+        with chatter_to_stderr(args.json):
+            plan = make_plan(
+                model,
+                args.target,
+                fallback=args.fallback,
+                min_nodes=DEFAULT_MIN_NODES if args.min_nodes is None else args.min_nodes,
+                depth=args.depth,
+                seed=args.seed,
+                shapes=shapes or None,
+            )
     except (SplitError, UnknownBackend) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
