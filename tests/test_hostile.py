@@ -194,3 +194,85 @@ def test_check_json_stdout_parses_when_a_backend_prints(sample_dir, capfd):
         out, err = capfd.readouterr()
         assert code == 0 and "EP Error" not in out and json.loads(out)
         assert "EP Error ****" in err and "EP Error from native code" in err  # moved, not lost
+
+
+# --- 4, 5. rule files: anchors and aliases, encodings other than UTF-8, numbers too long to read --------------
+
+
+def rule_with_params(params: str) -> str:
+    """The loader tests' valid rule, with `params` (YAML lines under fix.params, indented 4) added to its fix."""
+    from test_rulebook_loader import GOOD
+
+    fix = "fix:\n  primitive: fold_constants\n"
+    assert fix in GOOD
+    return GOOD.replace(fix, fix + "  params:\n" + params)
+
+
+def alias_bomb(levels: int = 9) -> str:
+    """Ten times more list items per level, each level one line: 10**9 items from under 1 KiB."""
+    lines = ["    tensors: &l0 [x, x, x, x, x, x, x, x, x, x]\n"]
+    for k in range(1, levels):
+        lines.append(f"    l{k}: &l{k} [" + ", ".join([f"*l{k - 1}"] * 10) + "]\n")
+    return rule_with_params("".join(lines))
+
+
+def self_reference() -> str:
+    return rule_with_params("    tensors: &me [*me]\n")
+
+
+def rules_folder(tmp_path, name: str, content: str | bytes):
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "r.yaml").write_bytes(content if isinstance(content, bytes) else content.encode())
+    return folder
+
+
+@pytest.mark.parametrize(
+    "name, content, words",
+    [
+        ("bomb", alias_bomb(), [":10: YAML anchors and aliases (&l0) are not allowed"]),
+        ("cycle", self_reference(), [":10: YAML anchors and aliases (&me) are not allowed"]),
+        ("utf16", rule_with_params("").encode("utf-16"), [":1: the file is UTF-16 text", "save it as UTF-8"]),
+        ("utf32", rule_with_params("").encode("utf-32"), [":1: the file is UTF-32 text"]),
+        (
+            "latin1",
+            rule_with_params("").replace("because", "weil \u00e4").encode("latin-1"),
+            [":4: not UTF-8 text (byte 0xe4 at offset"],
+        ),
+        (
+            "bigint",
+            rule_with_params("    max_bytes: " + "1" * 100_000 + "\n"),
+            [":10: cannot read this value: an integer 100000 characters long"],
+        ),
+        (
+            "bighex",  # converts without complaint, and fails later when anything prints it
+            rule_with_params("    max_bytes: 0x" + "f" * 100_000 + "\n"),
+            [":10: cannot read this value: an integer 100002 characters long"],
+        ),
+    ],
+)
+def test_hostile_rule_files_are_refused_in_one_line_naming_the_file(
+    sample_dir, tmp_path, capsys, no_hang, name, content, words
+):
+    folder = rules_folder(tmp_path, name, content)
+    model = str(sample_dir / "healthy_cnn.onnx")
+    _refused(capsys, ["fix", model, "--dry-run", "--rules", str(folder)], str(folder / "r.yaml"), *words)
+
+
+def test_a_fifo_or_a_folder_among_the_rules_is_refused_unread(sample_dir, tmp_path, capsys, no_hang):
+    model = str(sample_dir / "healthy_cnn.onnx")
+    make_fifo(tmp_path / "r.yaml")
+    _refused(capsys, ["fix", model, "--dry-run", "--rules", str(tmp_path)], "r.yaml:1: is not a regular file")
+    os.unlink(tmp_path / "r.yaml")
+    (tmp_path / "r.yaml").mkdir()
+    _refused(capsys, ["fix", model, "--dry-run", "--rules", str(tmp_path)], "r.yaml:1: is a directory")
+
+
+def test_saved_rules_write_shared_values_out_rather_than_as_aliases(tmp_path):
+    import yaml
+
+    from surgery.rulebook.save import _NoAliases
+
+    shared = ["$input[1]"]
+    text = yaml.dump({"a": shared, "b": shared}, Dumper=_NoAliases)
+    assert "&" not in text and "*" not in text

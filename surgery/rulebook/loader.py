@@ -1,9 +1,11 @@
-"""Read rule files safely: a size limit and a depth limit before parsing, `yaml.safe_load` (a rule file never
-runs code), then schema validation with file:line in every message."""
+"""Read rule files safely: regular UTF-8 files only, a size limit, a depth limit and no anchors or aliases before
+parsing, `yaml.safe_load` (a rule file never runs code), then schema validation with file:line in every message."""
 
 from __future__ import annotations
 
+import codecs
 import os
+import stat
 from pathlib import Path
 
 import yaml
@@ -20,7 +22,10 @@ def default_dirs() -> list[Path]:
     return [Path(p) for p in env.split(os.pathsep)] if env else [BUILTIN_DIR]
 
 
-def _check_depth(text: str, path: str) -> None:
+def _check_structure(text: str, path: str) -> None:
+    """Before anything is built: not nested deeper than MAX_DEPTH, and no anchors or aliases (&a, *a). An alias
+    repeats a whole subtree, so a small file can stand for billions of nodes (an 'alias bomb' hangs whatever
+    walks it) or for itself (a cycle); a rule file has no need of either."""
     depth = 0
     for token in yaml.scan(text):  # the scanner is iterative: a deep file cannot crash it
         if isinstance(
@@ -36,6 +41,43 @@ def _check_depth(text: str, path: str) -> None:
                 raise RuleError(f"{path}:{line}: nested deeper than {MAX_DEPTH} levels; not a rule file")
         elif isinstance(token, yaml.BlockEndToken | yaml.FlowMappingEndToken | yaml.FlowSequenceEndToken):
             depth -= 1
+        elif isinstance(token, yaml.AnchorToken | yaml.AliasToken):
+            sign = "&" if isinstance(token, yaml.AnchorToken) else "*"
+            raise RuleError(
+                f"{path}:{token.start_mark.line + 1}: YAML anchors and aliases ({sign}{token.value}) are not "
+                "allowed in a rule file; write the value out"
+            )
+
+
+class _BadValue(Exception):
+    def __init__(self, mark, reason: str):
+        super().__init__(reason)
+        self.mark = mark
+
+
+class _RuleLoader(yaml.SafeLoader):
+    """SafeLoader whose every value that cannot be built (a 100k-digit integer: Python refuses to convert it; a
+    date that does not exist) says where it is."""
+
+    def construct_object(self, node, deep=False):
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, OverflowError) as exc:
+            raise _BadValue(node.start_mark, str(exc).split(";")[0]) from None
+
+    def construct_yaml_int(self, node):
+        try:  # a 100k-digit decimal fails here; a 100k-digit hex number converts, and fails when printed
+            value = super().construct_yaml_int(node)
+        except ValueError:
+            value = None
+        if value is None or not -(2**63) <= value < 2**64:
+            raise ValueError(
+                f"an integer {len(node.value)} characters long, over the 64 bits a rule's number may have"
+            )
+        return value
+
+
+_RuleLoader.add_constructor("tag:yaml.org,2002:int", _RuleLoader.construct_yaml_int)
 
 
 def _locator(path: str, root):
@@ -61,13 +103,15 @@ def load_rule_text(text: str, path: str = "<rule>") -> Rule:
             f"{path}:1: {len(text.encode())} bytes, over the {MAX_BYTES}-byte limit for a rule file"
         )
     try:
-        _check_depth(text, path)
-        loader = yaml.SafeLoader(text)  # safe: plain data only, no tags that build Python objects
+        _check_structure(text, path)
+        loader = _RuleLoader(text)  # safe: plain data only, no tags that build Python objects
         try:
             root = loader.get_single_node()  # the node tree keeps each field's line for messages
             data = loader.construct_document(root) if root is not None else None
         finally:
             loader.dispose()
+    except _BadValue as exc:
+        raise RuleError(f"{path}:{exc.mark.line + 1}: cannot read this value: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark else 1
@@ -77,12 +121,55 @@ def load_rule_text(text: str, path: str = "<rule>") -> Rule:
     return rule
 
 
+_BOMS = [
+    (codecs.BOM_UTF32_LE, "UTF-32"),
+    (codecs.BOM_UTF32_BE, "UTF-32"),
+    (codecs.BOM_UTF16_LE, "UTF-16"),
+    (codecs.BOM_UTF16_BE, "UTF-16"),
+]
+
+
+def _read_regular(path: Path) -> bytes:
+    """The bytes of a regular file of at most MAX_BYTES. A FIFO is opened without blocking and refused unread."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise RuleError(f"{path}:1: cannot read the rule file: {exc.strerror or exc}") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        what = (
+            "is a directory" if stat.S_ISDIR(info.st_mode) else "is not a regular file (a FIFO or a device)"
+        )
+        raise RuleError(f"{path}:1: {what}, not a rule file")
+    with os.fdopen(fd, "rb") as f:
+        if info.st_size > MAX_BYTES:
+            raise RuleError(
+                f"{path}:1: {info.st_size} bytes, over the {MAX_BYTES}-byte limit for a rule file"
+            )
+        return f.read(MAX_BYTES + 1)
+
+
+def decode_rule_bytes(data: bytes, path: str) -> str:
+    """A rule file's text: UTF-8 only (a UTF-8 byte order mark is allowed), else one line naming the file, the
+    line and the encoding it looks like."""
+    for bom, name in _BOMS:
+        if data.startswith(bom):
+            raise RuleError(
+                f"{path}:1: the file is {name} text (it starts with a byte order mark); save it as UTF-8"
+            )
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise RuleError(
+            f"{path}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); save it as UTF-8"
+        ) from None
+
+
 def load_rule(path: str | Path) -> Rule:
     path = Path(path)
-    size = path.stat().st_size
-    if size > MAX_BYTES:
-        raise RuleError(f"{path}:1: {size} bytes, over the {MAX_BYTES}-byte limit for a rule file")
-    return load_rule_text(path.read_text(), str(path))
+    return load_rule_text(decode_rule_bytes(_read_regular(path), str(path)), str(path))
 
 
 def load_rules(dirs=None) -> list[Rule]:

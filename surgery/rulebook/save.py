@@ -92,12 +92,19 @@ def rule_from_step(
         raise RuleError(
             f"{path}: a rule file with this id exists. Note: give another id, or delete the file first"
         )
-    text = yaml.safe_dump(data, sort_keys=False, width=100)
+    text = yaml.dump(data, Dumper=_NoAliases, sort_keys=False, width=100)
     load_rule_text(text, str(path))  # validate before writing anything
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     rule = load_rule(path)
     return path, matches_in(rule, model)
+
+
+class _NoAliases(yaml.SafeDumper):
+    """Writes a value met twice out twice, never as an anchor and alias (&id001, *id001): rule files refuse those."""
+
+    def ignore_aliases(self, data):
+        return True
 
 
 def matches_in(rule: Rule, model: ModelProto) -> list[str]:
