@@ -5,6 +5,7 @@ library; they never hold state of their own."""
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import streamlit as st
@@ -105,34 +106,49 @@ def _facts(fp: str, _model):
     return GraphFacts.of(_model)
 
 
-def facts():
-    """GraphFacts of the current model (shape inference included), shared across reruns and sessions."""
-    return _facts(fingerprint(), workspace().current)
+# Shape inference is most of the time it takes to open a big model (100k nodes: ~1.5 of ~2.5 CPU s), and the
+# collapsed first drawing needs no shapes: above this size the graph is drawn with the declared types while a
+# worker process infers the shapes (surgery.graph.infer_in_worker), started once the page is drawn.
+SHAPES_LATER_OVER = 20_000  # nodes
+_SHAPES = ThreadPoolExecutor(max_workers=1, thread_name_prefix="onnx-surgery-shapes")
 
 
-@st.cache_resource(show_spinner=False, max_entries=32)
-def _view(
-    fp: str, target: str | None, focus: str | None, hops: int, scope: str | None, _model, _facts, _verdicts
-):
-    from surgery.view import build_view
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _declared_facts(fp: str, _model):
+    from surgery.graph import GraphFacts
 
-    return build_view(_model, _verdicts, facts=_facts, focus=focus, hops=hops, scope=scope)
+    return GraphFacts.of(_model, infer=False)
 
 
-def view(report, focus: str | None, hops: int):
-    """What the graph draws for the current model coloured by `report` (cached: big models draw collapsed)."""
-    scope = (state().get("scopes") or [None])[-1]
-    verdicts = report.by_node() if report else {}
-    return _view(
-        fingerprint(),
-        report.backend if report else None,
-        focus,
-        hops,
-        scope,
-        workspace().current,
-        facts(),
-        verdicts,
-    )
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _shapes(fp: str, _declared):
+    from surgery.graph import infer_in_worker
+
+    return _SHAPES.submit(infer_in_worker, _declared)
+
+
+def facts(shapes: bool = True):
+    """GraphFacts of the current model, shared across reruns and sessions: with inferred shapes, waiting for
+    them if they are being inferred; with `shapes=False`, a big model's declared types until its inferred
+    shapes are ready (what the collapsed drawing, search and navigation read)."""
+    fp, model = fingerprint(), workspace().current
+    if len(model.graph.node) <= SHAPES_LATER_OVER:
+        return _facts(fp, model)
+    declared = _declared_facts(fp, model)
+    if not shapes:
+        pending = state().get("_shapes_started") != fp
+        future = None if pending else _shapes(fp, declared)
+        return future.result() if future is not None and future.done() else declared
+    with st.spinner("Inferring shapes…"):
+        return _shapes(fp, declared).result()
+
+
+def infer_shapes_soon() -> None:
+    """Start inferring a big model's shapes in the background (called once the page is drawn)."""
+    fp, model = fingerprint(), workspace().current
+    if len(model.graph.node) > SHAPES_LATER_OVER and state().get("_shapes_started") != fp:
+        state()["_shapes_started"] = fp
+        _shapes(fp, _declared_facts(fp, model))
 
 
 def enter_scope(scope: str) -> None:
@@ -438,16 +454,22 @@ def split_key(target: str, min_nodes: int) -> tuple:
     return (fingerprint(), target, depth(), int(min_nodes))
 
 
-def make_split(target: str, min_nodes: int) -> None:
+def make_split(target: str, min_nodes: int, progress=None) -> None:
     """Split the current model for `target` (surgery.split.make_plan, onnxruntime as the fallback); the plan, or
-    the one-line reason there is none, is kept for this model version (`split_result`)."""
+    the one-line reason there is none, is kept for this model version (`split_result`). `progress(fraction,
+    message)` is called as the plan is made."""
     from surgery.backends import UnknownBackend
     from surgery.split import SplitError, make_plan
 
     ws = workspace()
     try:
         plan = make_plan(
-            ws.current, target, min_nodes=int(min_nodes), depth=depth(), base_dir=ws.original.base_dir
+            ws.current,
+            target,
+            min_nodes=int(min_nodes),
+            depth=depth(),
+            base_dir=ws.original.base_dir,
+            progress=progress,
         )
     except (SplitError, UnknownBackend) as exc:
         plan = str(exc)
@@ -467,9 +489,10 @@ def split_zip(plan) -> bytes:
 REDUCE_TIME_LIMIT_S = 60.0
 
 
-def make_reduced(node_key: str, target: str) -> None:
+def make_reduced(node_key: str, target: str, progress=None) -> None:
     """The minimal failing model for `node_key`'s refusal by `target` (surgery.reduce), kept for this model
-    version (`reduced`); the one-line reason where there is none."""
+    version (`reduced`); the one-line reason where there is none. `progress(fraction, message)` is called as
+    it goes."""
     from surgery.reduce import ReduceError, reduce_model
 
     ws = workspace()
@@ -481,6 +504,7 @@ def make_reduced(node_key: str, target: str) -> None:
             time_limit=REDUCE_TIME_LIMIT_S,
             depth=depth(),
             base_dir=ws.original.base_dir,
+            progress=progress,
         )
     except ReduceError as exc:
         result = str(exc)

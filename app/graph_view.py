@@ -32,9 +32,10 @@ def window() -> tuple[str | None, str | None]:
 
 def view(report, reports, focus: str | None, hops: int):
     """The current model's drawing, coloured by `report`, hover texts with every report's verdict."""
-    fp = adapter.fingerprint()
-    facts = adapter.facts()
     scope, context = (None, None) if focus else window()
+    # a big model's collapsed drawing needs no shapes: it is drawn with the declared types while they are inferred
+    facts = adapter.facts(shapes=bool(focus or scope))
+    fp = adapter.fingerprint() + ("" if facts.inferred else ":declared")
     structure = _structure(fp, focus, hops, scope, context, facts)
     verdicts = report.by_node() if report else {}
     return _painted(

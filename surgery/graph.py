@@ -6,8 +6,10 @@ dtypes and shapes (symbolic dims kept), which tensors are constant, subgraphs an
 
 from __future__ import annotations
 
+import dataclasses
+import threading
 from collections import Counter, OrderedDict, defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 import onnx
@@ -119,8 +121,54 @@ def opset_of(model: ModelProto, domain: str = "") -> int | None:
     return None
 
 
+class TensorTable(Mapping):
+    """tensor name -> TensorInfo, each converted from its ValueInfo when first asked for: a 100k-node model has
+    100k inferred value_infos, and most callers read a few (converting them all up front took ~0.5 s). Value
+    infos (inputs, value_info, outputs: the last one listed wins) come first, then initializers and Constant
+    outputs that none of them types, in that order."""
+
+    def __init__(self, graph: onnx.GraphProto, weights: dict[str, TensorProto]):
+        self._types: dict[str, onnx.TypeProto] = {}
+        for vi in (*graph.input, *graph.value_info, *graph.output):
+            self._types[vi.name] = vi.type
+        self._weights = weights  # initializers, then Constant nodes' values: typed by their dims
+        self._done: dict[str, TensorInfo] = {}
+
+    def retyped(self, graph: onnx.GraphProto) -> TensorTable:
+        """The same table with the value infos of `graph` (the model after shape inference)."""
+        return TensorTable(graph, self._weights)
+
+    def __getitem__(self, name: str) -> TensorInfo:
+        info = self._done.get(name)
+        if info is None:
+            tp = self._types.get(name)
+            if tp is not None:
+                info = tensor_info_from_type(name, tp)
+            else:
+                t = self._weights[name]  # KeyError: not a tensor we know
+                info = TensorInfo(name, t.data_type, tuple(t.dims))
+            self._done[name] = info
+        return info
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._types or name in self._weights
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._types
+        yield from (t for t in self._weights if t not in self._types)
+
+    def __len__(self) -> int:
+        return len(self._types) + sum(t not in self._types for t in self._weights)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Mapping) and dict(self.items()) == dict(other.items())
+
+    __hash__ = None  # a mapping: compared by content
+
+
 FACTS_CACHED = 4  # model versions whose facts are kept (the workspace's current one, the one before, ...)
 _FACTS: OrderedDict[int, tuple[ModelProto, int, GraphFacts]] = OrderedDict()
+_FACTS_LOCK = threading.Lock()
 
 
 @dataclass
@@ -135,10 +183,13 @@ class GraphFacts:
     initializers: dict[str, TensorProto]
     graph_inputs: list[str]  # real inputs (not initializers)
     graph_outputs: list[str]
-    tensors: dict[str, TensorInfo]  # inferred dtype/shape for every named tensor we could type
+    tensors: Mapping[
+        str, TensorInfo
+    ]  # inferred dtype/shape for every named tensor we could type (TensorTable)
     constant: set[str]  # tensors computable from constants only
     order: list[int]  # topological order of node indices
     shape_inference_error: str | None = None
+    inferred: bool = False  # shape inference ran (its results, or its error, are in `tensors`)
     functions: dict[tuple[str, str], onnx.FunctionProto] = field(default_factory=dict)
 
     # -- construction ------------------------------------------------------------------------------------
@@ -151,14 +202,13 @@ class GraphFacts:
         if not infer:
             return cls._build(model, infer)
         size = model.ByteSize()
-        hit = _FACTS.get(id(model))
-        if hit is not None and hit[0] is model and hit[1] == size:
-            _FACTS.move_to_end(id(model))
-            return hit[2]
+        with _FACTS_LOCK:
+            hit = _FACTS.get(id(model))
+            if hit is not None and hit[0] is model and hit[1] == size:
+                _FACTS.move_to_end(id(model))
+                return hit[2]
         facts = cls._build(model, infer)
-        _FACTS[id(model)] = (model, size, facts)
-        while len(_FACTS) > FACTS_CACHED:
-            _FACTS.popitem(last=False)
+        _remember(model, size, facts)
         return facts
 
     @classmethod
@@ -166,8 +216,23 @@ class GraphFacts:
         # One pass over the nodes reads each node's inputs once (`_all_inputs`, subgraphs' outer reads
         # included); the producers, consumers, topological order and constants all reuse it. Reading a field of
         # a protobuf message from Python costs ~1 µs, so at 100k nodes every extra pass is ~0.3 s.
+        facts = cls._declared(model)
+        if infer:
+            inferred, error = _infer(model)
+            facts = facts.with_shapes(inferred.graph, error)
+        return facts
+
+    def with_shapes(self, inferred: onnx.GraphProto, error: str | None = None) -> GraphFacts:
+        """These facts with the dtypes and shapes of `inferred`, the main graph after shape inference (which
+        may have run elsewhere: the app infers a big model's shapes in a worker process after the first draw)."""
+        return dataclasses.replace(
+            self, tensors=self.tensors.retyped(inferred), shape_inference_error=error, inferred=True
+        )
+
+    @classmethod
+    def _declared(cls, model: ModelProto) -> GraphFacts:
+        """The facts with the types the model declares (no shape inference)."""
         graph = model.graph
-        inferred, error = _infer(model) if infer else (model, None)
         nodes = list(graph.node)
         keys = node_keys(nodes)
         index = {k: i for i, k in enumerate(keys)}
@@ -184,17 +249,13 @@ class GraphFacts:
                 consumers[inp].append(i)
         inits = {t.name: t for t in graph.initializer}
         inputs = [vi.name for vi in graph.input if vi.name not in inits]
-        tensors: dict[str, TensorInfo] = {}
-        g = inferred.graph
-        for vi in [*g.input, *g.value_info, *g.output]:
-            tensors[vi.name] = tensor_info_from_type(vi.name, vi.type)
-        for t in graph.initializer:
-            tensors.setdefault(t.name, TensorInfo(t.name, t.data_type, tuple(t.dims)))
+        weights: dict[str, TensorProto] = dict(inits)
         for node in nodes:
-            if node.op_type == "Constant" and not node.domain:
+            if node.op_type == "Constant" and not node.domain and node.output:
                 t = constant_tensor(node)
-                if t is not None and node.output:
-                    tensors.setdefault(node.output[0], TensorInfo(node.output[0], t.data_type, tuple(t.dims)))
+                if t is not None:
+                    weights.setdefault(node.output[0], t)
+        tensors = TensorTable(graph, weights)
         order = _toposort(graph, producer, reads)
         constant = _constant_tensors(graph, order, inits, model.ir_version, reads, nodes)
         funcs = {(f.domain, f.name): f for f in model.functions}
@@ -210,8 +271,7 @@ class GraphFacts:
             tensors,
             constant,
             order,
-            error,
-            funcs,
+            functions=funcs,
         )
 
     # -- queries ---------------------------------------------------------------------------------------------
@@ -361,6 +421,42 @@ def _infer(model: ModelProto) -> tuple[ModelProto, str | None]:
         ), None
     except Exception as exc:  # inference is best-effort: facts degrade to declared types
         return model, f"shape inference failed: {str(exc).splitlines()[0][:300]}"
+
+
+def typed_values(light: bytes) -> tuple[bytes, str | None]:
+    """Shape inference on a serialized light copy, for a worker process: the inferred graph's inputs,
+    value_info and outputs (a serialized GraphProto: all that `GraphFacts.with_shapes` reads) and the error."""
+    model = ModelProto.FromString(light)
+    inferred, error = _infer(model)  # a light copy's light copy is itself
+    g = onnx.GraphProto()
+    g.input.extend(inferred.graph.input)
+    g.value_info.extend(inferred.graph.value_info)
+    g.output.extend(inferred.graph.output)
+    return g.SerializeToString(), error
+
+
+def infer_in_worker(facts: GraphFacts, timeout: float = 600.0) -> GraphFacts:
+    """`facts` with inferred shapes, inference run in a worker process (surgery.backends.isolate): onnx's
+    inference holds the GIL for its whole run (~1 s at 100k nodes), which would stall a server's other threads.
+    The result is remembered as `GraphFacts.of(facts.model)`'s answer."""
+    from surgery.backends.isolate import BackendCrash, call_isolated
+
+    try:
+        data, error = call_isolated(
+            "surgery.graph:typed_values", light_copy(facts.model).SerializeToString(), timeout=timeout
+        )
+        inferred = facts.with_shapes(onnx.GraphProto.FromString(data), error)
+    except BackendCrash as exc:
+        inferred = facts.with_shapes(facts.model.graph, f"shape inference failed: {exc}")
+    _remember(facts.model, facts.model.ByteSize(), inferred)
+    return inferred
+
+
+def _remember(model: ModelProto, size: int, facts: GraphFacts) -> None:
+    with _FACTS_LOCK:  # the app infers in a thread of its own
+        _FACTS[id(model)] = (model, size, facts)
+        while len(_FACTS) > FACTS_CACHED:
+            _FACTS.popitem(last=False)
 
 
 def _toposort(

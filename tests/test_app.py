@@ -257,3 +257,29 @@ def test_a_refused_node_without_a_fix_says_why_no_rule_applies():
     lines = [c.value.replace("\\", "") for c in at.caption]  # captions are Markdown-escaped
     assert any("No rule matches this node" in x for x in lines), lines
     assert any("fold-topk-k does not match TopK" in x and "not foldable" in x for x in lines), lines
+
+
+def test_a_big_model_is_drawn_with_declared_types_and_the_inspector_waits_for_inferred_shapes(monkeypatch):
+    import sys
+
+    at = run_page()
+    adapter = sys.modules["adapter"]  # the app's module, as the running app imported it
+    monkeypatch.setattr(adapter, "SHAPES_LATER_OVER", 3)  # every lesson model counts as big
+    at.button(key="side-lesson-resize_scales_chain").click()
+    at.run()
+    assert not at.exception
+    fp = at.session_state["_fp_memo"][1]
+    assert at.session_state["_shapes_started"] == fp  # started once the page was drawn
+    declared = adapter._declared_facts(fp, None)
+    inferred = adapter._shapes(fp, None).result(timeout=60)
+    assert not declared.inferred and inferred.inferred
+    only_inferred = [
+        t for t, info in inferred.tensors.items() if info.shape is not None and declared.info(t).shape is None
+    ]
+    assert only_inferred, "the lesson model declares every shape: nothing to tell the two apart"
+    node = next(n for n in inferred.model.graph.node if only_inferred[0] in n.output)
+    key = inferred.keys[list(inferred.model.graph.node).index(node)]
+    at.session_state["selected"] = key
+    at.run()
+    shown = " ".join(m.value for m in at.markdown)
+    assert inferred.info(only_inferred[0]).shape_str() in shown, shown[-2000:]

@@ -366,3 +366,35 @@ def test_facts_of_a_generated_transformer_stack_equal_the_plain_algorithm():
     from _models import transformer_stack
 
     _assert_same_facts(transformer_stack(2000))
+
+
+def test_shapes_inferred_in_a_worker_equal_those_inferred_here_and_are_remembered():
+    from surgery.graph import infer_in_worker
+    from surgery.samples import SAMPLES
+
+    for name in list(SAMPLES)[:6]:
+        model = build(name)
+        here = GraphFacts._build(model, True)  # not GraphFacts.of: nothing remembered yet
+        declared = GraphFacts.of(model, infer=False)
+        assert not declared.inferred
+        there = infer_in_worker(declared)
+        assert there.inferred and list(there.tensors.items()) == list(here.tensors.items()), name
+        assert there.shape_inference_error == here.shape_inference_error
+        assert GraphFacts.of(model) is there  # the app's background inference serves later callers
+        assert there.producer is declared.producer  # only the types were added
+
+
+def test_worker_inference_of_inconsistent_and_nested_models_equals_inference_here():
+    from surgery.graph import infer_in_worker
+
+    reshape = helper.make_graph(  # Reshape to a shape that cannot hold the data: declared types stay
+        [helper.make_node("Reshape", ["x", "s"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [7])],
+        [helper.make_tensor("s", TensorProto.INT64, [1], [7])],
+    )
+    for model in (helper.make_model(reshape, opset_imports=_opset()), _nested_subgraph_model()):
+        here, there = GraphFacts._build(model, True), infer_in_worker(GraphFacts.of(model, infer=False))
+        assert list(there.tensors.items()) == list(here.tensors.items())
+        assert there.shape_inference_error == here.shape_inference_error

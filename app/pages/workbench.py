@@ -42,7 +42,9 @@ sidebar.render()
 s = adapter.state()
 ws = adapter.workspace()
 with st.spinner("Reading the model…"):
-    facts = adapter.facts()
+    facts = adapter.facts(
+        shapes=False
+    )  # names, order and types; the inspector waits for a big model's shapes
 n_nodes = len(ws.current.graph.node)
 # Draw first, verdicts after: each target is checked in its own run after the page is drawn, and the graph is
 # recoloured as each one finishes (the layout and the viewport stay).
@@ -58,7 +60,7 @@ def select(key: str | None) -> None:
 
 def search_enter() -> None:
     """Enter in the search box selects the first match."""
-    hits = search(adapter.facts(), s.get("search") or "")
+    hits = search(adapter.facts(shapes=False), s.get("search") or "")
     if hits:
         s.selected = hits[0]
         s._last_pick = hits[0]
@@ -230,6 +232,7 @@ with right:
         st.subheader("Inspector")
         st.caption("Click a node in the graph, search for one, or use Next rejected.")
     else:
+        facts = adapter.facts()  # with shapes
         node = facts.node(key)
         st.subheader(f"{node.op_type} `{key}`")
         st.caption(
@@ -374,6 +377,8 @@ with actions:
         mime="application/json",
         on_click="ignore",
     )
+
+adapter.infer_shapes_soon()  # a big model's shapes, in the background now that the page is drawn
 
 if pending:  # the next target's verdicts, then a rerun to colour the graph with them
     with checking.container(), st.spinner(f"Checking with {pending[0]}… ({len(pending)} to go)"):
