@@ -276,3 +276,47 @@ def test_saved_rules_write_shared_values_out_rather_than_as_aliases(tmp_path):
     shared = ["$input[1]"]
     text = yaml.dump({"a": shared, "b": shared}, Dumper=_NoAliases)
     assert "&" not in text and "*" not in text
+
+
+# --- 8. fix: a step that could not be verified says so in its label; --require-verified makes that exit 1 -------
+
+
+def make_unrunnable_resize_chain(sample_dir, folder) -> str:
+    """The Resize lesson (its scales computed by a chain an exact fold removes) with a custom op onnxruntime
+    does not know after its output: no step on it can be run, so none can be verified."""
+    model = onnx.load(str(sample_dir / "resize_scales_chain.onnx"))
+    out = model.graph.output[0]
+    model.graph.node.append(
+        helper.make_node("Mystery", [out.name], ["mystery_out"], domain="acme", name="mystery")
+    )
+    model.graph.output.append(
+        helper.make_tensor_value_info("mystery_out", out.type.tensor_type.elem_type, None)
+    )
+    model.opset_import.append(helper.make_opsetid("acme", 1))
+    path = folder / "unrunnable.onnx"
+    onnx.save(model, str(path))
+    return str(path)
+
+
+def test_an_exact_step_that_could_not_be_verified_is_not_labelled_exact_alone(sample_dir, tmp_path, capsys):
+    path = make_unrunnable_resize_chain(sample_dir, tmp_path)
+    main(["fix", path, "-t", "tensorrt-static@8.2", "--dry-run"])
+    out = capsys.readouterr().out
+    steps = [line for line in out.splitlines() if "applied fold-resize-scales" in line]
+    assert steps and all("[exact, not verified]" in line for line in steps), out
+    assert "[exact]" not in out
+
+
+def test_require_verified_exits_1_where_a_step_was_not_verified(sample_dir, capsys):
+    model = str(
+        sample_dir / "deform_conv_custom.onnx"
+    )  # its plugin swap is accepted, onnxruntime cannot run it
+    argv = ["fix", model, "-t", "tensorrt-static@10.15", "--dry-run"]
+    assert main(argv) == 0
+    assert "[changes-semantics, not verified]" in capsys.readouterr().out
+    assert main([*argv, "--require-verified"]) == 1
+    out = capsys.readouterr().out
+    assert "--require-verified: not verified: 1 of 1 step(s) and the fixed model against the original" in out
+    # a verified fix passes the flag
+    argv = ["fix", str(sample_dir / "resize_scales_chain.onnx"), "-t", "tensorrt-static@8.2", "--dry-run"]
+    assert main([*argv, "--require-verified"]) == 0

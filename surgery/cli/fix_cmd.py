@@ -2,14 +2,14 @@
 verify each step against the model before it, check the targets again, and write a new model (never the
 input). Exit codes as `check`: 0 every target accepts the result, 1 something is still rejected, 3 nothing is
 rejected but a target cannot confirm, 2 bad input (including a broken rule file: its message names the file, the
-line and the field)."""
+line and the field). With --require-verified, 1 also when a step or the whole could not be verified."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from surgery.cli import EXIT_BAD_INPUT, exit_code
+from surgery.cli import EXIT_BAD_INPUT, EXIT_REJECTED, exit_code
 
 
 def add_parser(sub):
@@ -59,6 +59,12 @@ def add_parser(sub):
         "--only-rejected",
         action="store_true",
         help="apply rules only to nodes a target rejects (or cannot decide); leave accepted nodes alone",
+    )
+    p.add_argument(
+        "--require-verified",
+        action="store_true",
+        help="exit 1 when a step, or the fixed model against the original, could not be verified (onnxruntime "
+        "cannot run it: a custom op, a plugin node), even where every target accepts the result",
     )
     p.add_argument("--max-steps", type=int, default=200, help="stop after this many steps (default 200)")
     p.add_argument("--max-bytes", type=int, default=None)
@@ -126,8 +132,7 @@ def run(args) -> int:
 
     def log(done):
         p = done.proposal
-        checked = done.verification is not None and done.verification.status != "skipped"
-        label = p.safety if checked else f"{p.safety}, not verified"
+        label = p.safety if verified(done.verification) else f"{p.safety}, not verified"
         print(f"  {len(ws.recipe)}. applied {p.rule.id} on {p.where()} [{label}]: {p.step.describe()}")
         print(f"     {done.verification.summary() if done.verification else 'not verified'}")
 
@@ -160,6 +165,8 @@ def run(args) -> int:
     overall = verify_result(ws, applied)
     if overall is not None:
         print(f"original vs fixed: {overall.summary()}")
+    unverified = [a for a in applied if not verified(a.verification)]
+    whole_unverified = overall is not None and not verified(overall)
     if not args.dry_run:
         ws.export(args.output)
         print(f"wrote {args.output}")
@@ -168,4 +175,14 @@ def run(args) -> int:
             print(f"wrote {args.recipe}")
     else:
         print("dry run: nothing written")
+    if args.require_verified and (unverified or whole_unverified):
+        what = [f"{len(unverified)} of {len(applied)} step(s)"] if unverified else []
+        what += ["the fixed model against the original"] if whole_unverified else []
+        print(f"--require-verified: not verified: {' and '.join(what)}; exit 1")
+        return EXIT_REJECTED
     return exit_code(after)
+
+
+def verified(report) -> bool:
+    """Whether a step (or the whole) was checked against the model before it: a report that ran, ok or not."""
+    return report is not None and report.status != "skipped"
