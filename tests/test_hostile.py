@@ -320,3 +320,46 @@ def test_require_verified_exits_1_where_a_step_was_not_verified(sample_dir, caps
     # a verified fix passes the flag
     argv = ["fix", str(sample_dir / "resize_scales_chain.onnx"), "-t", "tensorrt-static@8.2", "--dry-run"]
     assert main([*argv, "--require-verified"]) == 0
+
+
+# --- 7. a backend worker that dies leaves nothing in the model's folder, nor the private copy behind ----------
+
+
+def write_beside_the_copy_and_crash(path: str) -> None:
+    """Run in the worker in place of OpenVINO's converter: check the private copy (a 0700 folder of its own, the
+    external weights reachable in it), leave a file there as a converter might, then die of SIGSEGV."""
+    from pathlib import Path
+
+    folder = Path(path).parent
+    assert folder.stat().st_mode & 0o777 == 0o700, oct(folder.stat().st_mode)
+    assert (folder / "weights.bin").read_bytes(), "the external weights are not reachable"
+    (folder / "model.onnx.tmp").write_bytes(b"half written")
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
+def test_a_worker_crash_during_check_leaves_the_model_folder_as_it_was(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("openvino")
+    import surgery.backends.openvino as ov
+    from surgery.backends.isolate import call_isolated
+    from surgery.diagnose import clear_cache
+
+    copies = []
+
+    def crashing(func, path, **kwargs):
+        copies.append(os.path.dirname(path))
+        here = os.path.dirname(os.path.abspath(__file__))
+        return call_isolated(
+            f"{__name__}:write_beside_the_copy_and_crash", path, env={"PYTHONPATH": here}, **kwargs
+        )
+
+    monkeypatch.setattr(ov, "call_isolated", crashing)
+    clear_cache()
+    folder = tmp_path / "user"
+    folder.mkdir()
+    model = make_external_model(folder)
+    before = sorted(p.name for p in folder.iterdir())
+    assert main(["check", model, "-t", "openvino", "--format", "json", "--no-cache"]) == 3
+    (report,) = json.loads(capsys.readouterr().out)["reports"]
+    assert {v["explanation"] for v in report["verdicts"]} == {"backend crashed: signal 11 (SIGSEGV)"}
+    assert sorted(p.name for p in folder.iterdir()) == before == ["m.onnx", "weights.bin"]
+    assert copies and not any(os.path.exists(c) for c in copies)  # the private copy went with the check
