@@ -56,11 +56,13 @@ def build_command(args) -> tuple[list[str], dict[str, str]]:
 
 def run(args) -> int:
     if not APP.exists():
-        print(
-            f"error: the app is not installed beside the package ({APP}); install from a source checkout",
-            file=sys.stderr,
-        )
+        print(f"error: the app's files are missing ({APP}); reinstall onnx-surgery", file=sys.stderr)
         return 2
     cmd, env = build_command(args)
     print(f"ONNX Surgery: http://{args.address}:{args.port}", flush=True)
+    if os.name == "posix":
+        # the command becomes the server (same pid): stopping it (SIGTERM, Ctrl-C) stops the server, and no
+        # parent is left waiting on a child that outlives it
+        sys.stderr.flush()
+        os.execve(cmd[0], cmd, env)
     return subprocess.call(cmd, env=env)
