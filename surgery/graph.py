@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 import onnx
 from onnx import ModelProto, NodeProto, TensorProto
 
+from surgery.backends.base import first_line
+
 # Ops whose output is never constant even when every input is (random, or reads state).
 NONDETERMINISTIC_OPS = frozenset(
     {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial", "Bernoulli"}
@@ -420,7 +422,7 @@ def _infer(model: ModelProto) -> tuple[ModelProto, str | None]:
             light_copy(model), check_type=False, strict_mode=False, data_prop=False
         ), None
     except Exception as exc:  # inference is best-effort: facts degrade to declared types
-        return model, f"shape inference failed: {str(exc).splitlines()[0][:300]}"
+        return model, f"shape inference failed: {first_line(str(exc)) or type(exc).__name__}"
 
 
 def typed_values(light: bytes) -> tuple[bytes, str | None]:

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 from onnx import ModelProto
 
+from surgery.backends.base import first_line
 from surgery.fixes import Safety
 
 EXACT_MEAN_REL_FP32 = 1e-6
@@ -307,7 +308,7 @@ def verify(
         which = "changed"
         b = _run(changed, feeds, base_dir)
     except Exception as exc:
-        line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        line = first_line(str(exc)) or type(exc).__name__
         return VerifyReport(
             "skipped",
             safety.value,

@@ -30,3 +30,16 @@ def test_refusals():
         fix(model, target=11)
     with pytest.raises(FixError, match="onnx's version converter failed"):
         fix(model, target=999)
+
+
+def test_a_converter_error_without_a_message_is_named_by_its_type(monkeypatch):
+    # an exception whose message is empty used to end in an IndexError (first line of nothing)
+    class ConverterCrash(RuntimeError):
+        pass
+
+    def crash(model, target):
+        raise ConverterCrash("")
+
+    monkeypatch.setattr(onnx.version_converter, "convert_version", crash)
+    with pytest.raises(FixError, match="version converter failed: ConverterCrash"):
+        fix(build("resize_scales_chain"), target=17)

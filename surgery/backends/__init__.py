@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import importlib
 
-from surgery.backends.base import Availability, Backend
+from surgery.backends.base import Availability, Backend, error_line
 
 BACKEND_IDS = ["tensorrt", "tensorrt-static", "onnxruntime", "openvino", "tvm"]
 _CLASSES = {
@@ -105,6 +105,5 @@ def list_backends() -> list[tuple[str, str, str, Availability]]:
             b = get_backend(backend_id)
             rows.append((b.id, b.label, b.version, b.availability()))
         except Exception as exc:  # a backend that cannot even be constructed says why
-            line = (str(exc).splitlines() or [""])[0]
-            rows.append((backend_id, backend_id, "", Availability(False, f"{type(exc).__name__}: {line}")))
+            rows.append((backend_id, backend_id, "", Availability(False, error_line(exc))))
     return rows

@@ -10,6 +10,7 @@ from collections.abc import Callable
 import numpy as np
 from onnx import ModelProto
 
+from surgery.backends.base import error_line
 from surgery.verify import max_abs_error, mean_relative_error
 
 SEED = 0
@@ -75,8 +76,7 @@ def measure_into(report, model: ModelProto, base_dir, options, prepare) -> None:
             why = f"outputs {', '.join(changed)} change from run to run on the same inputs (random ops?)"
             report.note = f"{report.note}; {why}" if report.note else why
     except Exception as exc:  # the engine exists; only its numbers are missing
-        line = (str(exc).strip().splitlines() or [""])[0][:300]
-        why = f"built, but not measured: {type(exc).__name__}: {line}"
+        why = f"built, but not measured: {error_line(exc)}"
         report.note = f"{report.note}; {why}" if report.note else why
 
 

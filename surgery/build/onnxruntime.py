@@ -9,7 +9,7 @@ from pathlib import Path
 
 from onnx import ModelProto
 
-from surgery.backends.base import BuildOptions, BuildReport
+from surgery.backends.base import BuildOptions, BuildReport, first_line
 from surgery.backends.isolate import report_progress
 from surgery.build.measure import measure_into
 
@@ -62,7 +62,7 @@ def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
         return BuildReport(
             "onnxruntime",
             False,
-            error=(str(exc).strip().splitlines() or [type(exc).__name__])[0][:600],
+            error=first_line(str(exc), 600) or type(exc).__name__,
             log=str(exc),
             build_seconds=time.perf_counter() - t,
             label=label,

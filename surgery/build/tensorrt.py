@@ -11,7 +11,7 @@ from pathlib import Path
 
 from onnx import ModelProto
 
-from surgery.backends.base import BuildOptions, BuildReport
+from surgery.backends.base import BuildOptions, BuildReport, error_line
 from surgery.backends.isolate import report_progress
 from surgery.backends.tensorrt_worker import clean_words, import_trt
 from surgery.build import named_node
@@ -246,8 +246,7 @@ def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
         except ImportError as exc:  # the build stands; say why it was not measured
             report.note += f"; engine built, not measured: Polygraphy's TrtRunner is needed ({exc})"
         except Exception as exc:  # e.g. the runtime cannot load the engine: the build still stands
-            line = (str(exc).strip().splitlines() or [""])[0][:300]
-            report.note += f"; engine built, but running it failed: {type(exc).__name__}: {line}"
+            report.note += f"; engine built, but running it failed: {error_line(exc)}"
         return report
     report.note = "; ".join(notes)
     return report

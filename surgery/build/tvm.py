@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from onnx import ModelProto
 
-from surgery.backends.base import BuildOptions, BuildReport
+from surgery.backends.base import BuildOptions, BuildReport, error_line
 from surgery.backends.isolate import report_progress
 from surgery.build.measure import measure_into
 
@@ -59,7 +59,7 @@ def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
         return BuildReport(
             "tvm",
             False,
-            error=f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:500]}",
+            error=error_line(exc, 500),
             log=str(exc)[-4000:],
             build_seconds=time.perf_counter() - t,
             label=label,

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import ModelProto, NodeProto, helper, numpy_helper
 
+from surgery.backends.base import first_line
 from surgery.fixes import FixError, Safety, register
 from surgery.fixes._util import copy_model, find_node, fresh_name, opset, replace_node
 from surgery.graph import GraphFacts, constant_tensor
@@ -263,5 +264,5 @@ def _upgraded(model: ModelProto, node: str) -> ModelProto:
     except Exception as exc:  # the converter refuses some custom-domain graphs: say so
         raise FixError(
             f"deform_conv '{node}': onnx's version converter could not bring the model to opset 19 "
-            f"({str(exc).splitlines()[0][:200]}). Note: use form plugin"
+            f"({first_line(str(exc), 200) or type(exc).__name__}). Note: use form plugin"
         ) from None

@@ -14,6 +14,7 @@ import numpy as np
 import onnx
 from onnx import ModelProto, TensorProto, helper, numpy_helper
 
+from surgery.backends.base import first_line
 from surgery.fixes import FixError, Safety, register
 from surgery.graph import NONDETERMINISTIC_OPS, GraphFacts, _all_inputs, light_copy
 
@@ -148,7 +149,7 @@ def _evaluate(
         values.update(zip(names, sess.run(names, {})))
     except Exception as exc:
         raise FixError(
-            f"could not evaluate the constant subgraph: {str(exc).splitlines()[0][:300]}"
+            f"could not evaluate the constant subgraph: {first_line(str(exc)) or type(exc).__name__}"
         ) from None
     return values
 

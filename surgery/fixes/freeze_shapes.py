@@ -5,6 +5,7 @@ from __future__ import annotations
 import onnx
 from onnx import ModelProto
 
+from surgery.backends.base import first_line
 from surgery.fixes import FixError, Safety, register
 from surgery.fixes._util import copy_model
 from surgery.fixes.fold_constants import fold_constants
@@ -65,6 +66,6 @@ def freeze_shapes(model: ModelProto, shapes=None, dims=None, fold=True, base_dir
         out = onnx.shape_inference.infer_shapes(out, strict_mode=True)
     except Exception as exc:
         raise FixError(
-            f"shape inference fails with the frozen shapes: {str(exc).splitlines()[0][:300]}"
+            f"shape inference fails with the frozen shapes: {first_line(str(exc)) or type(exc).__name__}"
         ) from None
     return fold_constants(out, base_dir=base_dir) if fold else out

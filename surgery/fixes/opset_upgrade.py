@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from onnx import ModelProto, version_converter
 
+from surgery.backends.base import first_line
 from surgery.fixes import FixError, Safety, register
 from surgery.fixes._util import opset
 
@@ -20,7 +21,9 @@ def opset_upgrade(model: ModelProto, target: int) -> ModelProto:
     try:
         out = version_converter.convert_version(model, int(target))
     except Exception as exc:
-        raise FixError(f"onnx's version converter failed: {str(exc).splitlines()[0][:300]}") from None
+        raise FixError(
+            f"onnx's version converter failed: {first_line(str(exc)) or type(exc).__name__}"
+        ) from None
     from onnx.helper import find_min_ir_version_for
 
     out.ir_version = max(model.ir_version, find_min_ir_version_for(list(out.opset_import)))

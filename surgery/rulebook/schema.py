@@ -7,6 +7,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from surgery.backends.base import first_line
+
 SAFETY = ("exact", "approximate", "changes-semantics")
 TARGETS = ("tensorrt", "tensorrt-static", "onnxruntime", "openvino", "tvm")
 TOP_FIELDS = {
@@ -348,7 +350,7 @@ def _onnx_text_problem(text) -> str | None:
     try:
         onnx.parser.parse_model(text)
     except Exception as exc:  # onnx.parser.ParseError, or a C++ error for malformed input
-        return f"not a model in ONNX text syntax: {str(exc).strip().splitlines()[0]}"
+        return f"not a model in ONNX text syntax: {first_line(str(exc)) or type(exc).__name__}"
     return None
 
 
