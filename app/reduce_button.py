@@ -9,29 +9,39 @@ from verdicts import md_escape
 
 
 def show(node_key: str, reports) -> None:
-    for r in reports:
-        v = r.by_node().get(node_key)
-        if v is None or v.status.value != "rejected":
-            continue
+    rejecting = [
+        r for r in reports if (v := r.by_node().get(node_key)) is not None and v.status.value == "rejected"
+    ]
+    if not rejecting:
+        return
+    st.markdown("**Minimal failing model**")
+    st.caption(
+        "the smallest model the target still refuses with the same code and words, to attach to a bug report"
+    )
+    for r in rejecting:
         if st.button(
-            f"Minimal failing model ({r.label})",
+            md_escape(f"Reduce for {r.label}"),
             key=f"reduce-{r.backend}-{node_key}",
             icon=":material/content_cut:",
-            help="the smallest model this target still refuses with the same code and words (to attach to a bug "
-            f"report); stops after {adapter.REDUCE_TIME_LIMIT_S:g} s with the smallest found so far",
+            width="stretch",
+            help=f"cut the model down while {r.label} keeps refusing this node the same way; stops after "
+            f"{adapter.REDUCE_TIME_LIMIT_S:g} s with the smallest found so far",
         ):
-            with st.spinner(f"Reducing with {r.backend}…"):
-                adapter.make_reduced(node_key, r.backend)
+            bar = st.progress(0.0, text=md_escape(f"Reducing with {r.label}: starting"))
+            with st.spinner(md_escape(f"Reducing with {r.label}…")):
+                adapter.make_reduced(node_key, r.backend, progress=_bar(bar))
+            bar.empty()
         result = adapter.reduced(node_key, r.backend)
         if result is None:
             continue
         if isinstance(result, str):
             st.error(md_escape(result))
             continue
+        f = result.failure
         st.caption(
             md_escape(
-                f"{result.nodes_before} → {result.nodes_after} node(s), {result.checks} check(s): the "
-                f"refusal kept ({result.failure.code}). "
+                f"{result.nodes_before} → {result.nodes_after} node(s) in {result.checks} check(s), "
+                f"{result.seconds:.1f} s: {result.label} still refuses {f.where()} ({f.code}, same words). "
                 + (
                     result.stopped
                     or ("Minimal: removing any one more node loses it." if result.minimal else "")
@@ -48,3 +58,10 @@ def show(node_key: str, reports) -> None:
             mime="application/octet-stream",
             on_click="ignore",
         )
+
+
+def _bar(bar):
+    def say(fraction: float, message: str) -> None:
+        bar.progress(min(max(float(fraction), 0.0), 1.0), text=md_escape(message[:100]))
+
+    return say

@@ -3,6 +3,8 @@ backend, crossing tensors on the edges and listed), its verification numbers, an
 
 from __future__ import annotations
 
+import re
+
 import adapter
 import pandas as pd
 import streamlit as st
@@ -11,8 +13,46 @@ from verdicts import md_escape
 from surgery.split import DEFAULT_MIN_NODES, PART_COLORS, to_dot
 
 
+def _bar(bar):
+    """A progress callback that moves `bar` (st.progress) with the library's own words."""
+
+    def say(fraction: float, message: str) -> None:
+        bar.progress(min(max(float(fraction), 0.0), 1.0), text=md_escape(message[:100]))
+
+    return say
+
+
+def _why_not(plan) -> list[str]:
+    """Why a plan is not deployable as is, one short clause per reason (the full words are in the table and the
+    verification section below)."""
+    why = []
+    for p in plan.parts:
+        if p.check.get("outcome") in (None, "", "accepts"):
+            continue
+        first = (p.check.get("reasons") or [""])[0]
+        node = first.split("': ", 1)[0] + "'" if "': " in first else ""
+        why.append(f"part {p.index} ({p.backend}) is refused on its own" + (f" ({node})" if node else ""))
+    v = plan.verification
+    if v is None:
+        why.append("the chain was not run against the original")
+    elif v.status == "differs":
+        why.append("the chain does not reproduce the original")
+    elif v.status == "failed":
+        why.append("a part did not run in the chain")
+    elif v.status != "reproduces":
+        why.append(f"the chain is {v.status}")
+    return why
+
+
 def show(report) -> None:
     target = report.backend
+    st.markdown("**Split for deployment**")
+    st.caption(
+        md_escape(
+            f"cut the model into parts: the regions {report.label} supports run on it, the rest on onnxruntime; "
+            "every part is checked alone and the chain is run against the original"
+        )
+    )
     cols = st.columns([1.1, 1.5, 2.4], vertical_alignment="bottom")
     min_nodes = cols[0].number_input(
         "Smallest target part",
@@ -30,30 +70,38 @@ def show(report) -> None:
         help="the supported regions as parts this target runs, the rest as onnxruntime parts; every part checked "
         "alone, and the chain run against the original on seeded inputs",
     ):
-        with st.spinner(f"Splitting for {target}: cutting, checking every part, running the chain…"):
-            adapter.make_split(target, int(min_nodes))
+        bar = st.progress(0.0, text=md_escape(f"Splitting for {report.label}: starting"))
+        with st.spinner(
+            md_escape(f"Splitting for {report.label}: cutting, checking every part, running the chain…")
+        ):
+            adapter.make_split(target, int(min_nodes), progress=_bar(bar))
+        bar.empty()
     plan = adapter.split_result(target, int(min_nodes))
     if plan is None:
         return
-    if isinstance(plan, str):
-        st.error(f"Cannot split: {md_escape(plan)}", icon=":material/call_split:")
+    if isinstance(plan, str):  # the library names its --min-nodes option; here it is the number box above
+        text = re.sub(
+            r"--min-nodes (\d+)\. Note: lower --min-nodes", r"\1 (Smallest target part); lower it", plan
+        )
+        text = text.replace("--min-nodes", "Smallest target part")
+        st.error(f"No plan: {md_escape(text)}", icon=":material/call_split:")
         return
     v = plan.verification
+    label = plan.target_label or target
     if plan.ok:
         st.success(
-            f"Deployable: every {md_escape(target)} part is accepted alone, and the chain reproduces the original.",
+            md_escape(
+                f"Deployable: every {label} part is accepted alone, and the chain reproduces the original."
+            ),
             icon=":material/check_circle:",
         )
     else:
-        why = []
-        if not plan.accepted:
-            why.append(f"a {target} part is refused on its own")
-        if v is None or not v.ok:
-            why.append("the chain does not reproduce the original")
-        st.warning(md_escape("Not deployable as is: " + "; ".join(why) + "."), icon=":material/warning:")
+        st.warning(
+            md_escape("Not deployable as is: " + "; ".join(_why_not(plan)) + "."), icon=":material/warning:"
+        )
     st.caption(md_escape(plan.summary()))
     legend = " &nbsp; ".join(
-        f"<span style='color:{color};font-size:1.15em'>■</span> {name}"
+        f"<span style='color:{color};font-size:1.4em;vertical-align:-0.1em'>■</span> {md_escape(name)}"
         for name, color in (
             (f"{target} (target)", PART_COLORS["target"]),
             ("onnxruntime (fallback)", PART_COLORS["fallback"]),
@@ -102,7 +150,10 @@ def show(report) -> None:
         )
     if v is not None:
         st.markdown("**Verification** (the chain against the original, same seeded inputs)")
-        st.caption(md_escape(v.summary()))
+        icon = {"reproduces": ":material/check_circle:", "differs": ":material/error:"}.get(
+            v.status, ":material/help:"
+        )
+        st.markdown(f"{icon} {md_escape(v.summary())}")
         for note in v.notes + plan.notes:
             st.caption(md_escape(note))
         if v.outputs:

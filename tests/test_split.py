@@ -432,7 +432,7 @@ def test_the_overview_splits_for_deployment_draws_the_plan_and_offers_the_zip():
     assert "part 1: onnxruntime" in dot and "#2e9d57" in dot and "#4a78b5" in dot
     crossings = next(d.value for d in at.dataframe if "tensor" in d.value.columns)
     assert list(crossings["tensor"]) == ["a3", "s"]
-    assert any("reproduces" in c.value for c in at.caption)
+    assert any("reproduces" in m.value for m in at.markdown)  # the verification line
     assert at.get("download_button"), "the parts and plan are offered as a zip"
 
 
