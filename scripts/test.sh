@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install everything the tests need on a fresh machine (Debian's chromium for the browser tests, the package
-# with every backend extra) and run lint + the whole suite. CI runs exactly this (.ci/run).
+# with every backend extra) and run lint, the wheel check (scripts/check_wheel.sh) and the whole suite. CI runs
+# exactly this (.ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +22,9 @@ python3 -m pip install -q --disable-pip-version-check -e ".[all,test]"
 echo "== ruff"
 python3 -m ruff format --check .
 python3 -m ruff check .
+
+echo "== the wheel, installed in a fresh venv"
+bash scripts/check_wheel.sh
 
 echo "== pytest"
 exec python3 -m pytest -n 2 --dist loadfile "$@"

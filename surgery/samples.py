@@ -16,10 +16,12 @@ from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper as nh
 
+from surgery import resources
+
 IR_VERSION = 8  # onnxruntime, TensorRT 8.x and 10.x parsers all accept it
 OPSET = 13  # TensorRT 8.2 supports opsets up to 13
 
-SAMPLES_DIR = Path(__file__).resolve().parent.parent / "sample_models"
+SAMPLES_DIR = resources.SAMPLES_DIR  # sample_models/ in a checkout, the package's copy when installed
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,8 @@ import sys
 import tempfile
 import threading
 import time
-from pathlib import Path
+
+from surgery import resources
 
 # The worker: reads length-prefixed pickled requests on fd 0, answers on a private copy of the original
 # stdout; the function's own prints go to stderr so they cannot corrupt the answer.
@@ -78,9 +79,10 @@ def _signal_name(num: int) -> str:
 
 
 def _pythonpath(extra: dict | None) -> str:
-    """The child must import `surgery` from wherever the parent did, whatever its working directory."""
-    root = str(Path(__file__).resolve().parents[2])
-    parts = [root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    """The child must import `surgery` from wherever the parent did, whatever its working directory (a checkout
+    goes on its PYTHONPATH; site-packages, where it finds an installed package by itself, does not)."""
+    root = [] if resources.installed_in_site_packages() else [str(resources.IMPORT_ROOT)]
+    parts = root + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     if extra and extra.get("PYTHONPATH"):
         parts = extra["PYTHONPATH"].split(os.pathsep) + parts
     return os.pathsep.join(dict.fromkeys(parts))

@@ -7,8 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-APP = Path(__file__).resolve().parent.parent.parent / "app" / "main.py"
-
+from surgery.resources import APP_MAIN as APP  # app/main.py in a checkout, the package's copy when installed
 
 # the look: verdict colours carry meaning, so the widgets' accent is blue, not Streamlit's red; no Deploy button
 STREAMLIT_LOOK = ["--theme.primaryColor", "#1f5fbf", "--client.toolbarMode", "minimal"]

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import yaml
 
+from surgery.resources import RULES_DIR
 from surgery.rulebook.schema import Rule, RuleError, validate
 
 MAX_BYTES = 256 * 1024
 MAX_DEPTH = 32
-BUILTIN_DIR = Path(__file__).resolve().parent.parent.parent / "rules"
+BUILTIN_DIR = RULES_DIR  # rules/ in a checkout, the package's copy when installed (surgery/resources.py)
 
 
 def default_dirs() -> list[Path]:
