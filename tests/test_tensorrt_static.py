@@ -311,3 +311,47 @@ def test_prediction_matches_the_tensorrt_rtx_parser(name, tmp_path):
         assert r.accepted
     else:
         assert not r.accepted and any(live in v.words for v in r.rejected), (live, r.to_dict())
+
+
+def test_qdq_zero_points_and_uint8_dequantize_as_tensorrt_rtx_builds_them():
+    import onnx.parser
+
+    def verdicts(text):
+        r = make("10.15").check(onnx.parser.parse_model(text), depth=Stage.BUILD)
+        return {k: v for k, v in r.by_node().items() if v.status is Status.REJECTED}
+
+    head = '<ir_version: 8, opset_import: ["" : 13]>\n'
+    # a zero point folded from constants builds (TensorRT-RTX 1.7.1); one read from a graph input does not
+    folded = (
+        head
+        + """g (float[6] x, float s) => (float[6] y) <int8 z0 = {0}> {
+        [a] z = Identity (z0)
+        [n] q = QuantizeLinear (x, s, z)
+        [m] y = DequantizeLinear (q, s, z)
+    }"""
+    )
+    assert verdicts(folded) == {}
+    bad = verdicts(
+        folded.replace("(float[6] x, float s)", "(float[6] x, float s, int8 z)").replace(
+            "[a] z = Identity (z0)", ""
+        )
+    )
+    assert set(bad) == {"n", "m"} and all(v.stage is Stage.BUILD for v in bad.values())
+    assert "IQuantizeLayer/IDequantizeLayer n has `zero_point`" in bad["n"].words
+    # UINT8 dequantizes right behind a QuantizeLinear, not from an initializer
+    q_dq = (
+        head
+        + """g (float[4] f) => (float[4] y) <float s = {0.5}, uint8 z = {0}> {
+        [q] u = QuantizeLinear (f, s, z)
+        [n] y = DequantizeLinear (u, s, z)
+    }"""
+    )
+    assert verdicts(q_dq) == {}
+    weights = (
+        head
+        + """g (float[4] f) => (float[4] y) <uint8[4] w = {1, 2, 3, 4}, float s = {0.5}, uint8 z = {0}> {
+        [n] d = DequantizeLinear (w, s, z)
+        [m] y = Add (d, f)
+    }"""
+    )
+    assert set(verdicts(weights)) == {"n"} and "dq-uint8-outside-qdq" in verdicts(weights)["n"].checks

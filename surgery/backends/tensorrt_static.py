@@ -327,6 +327,29 @@ def t_input_computed(node, facts, index):
     return None
 
 
+def t_input_not_build_constant(node, facts, index):
+    x = _input(node, index)
+    if x and not _build_time_constant(facts, x):
+        where = "a graph input" if x in facts.graph_inputs else "computed at run time"
+        return {"detail": f"'{x}' (input {index}) is {where}", "input": x}
+    return None
+
+
+def t_uint8_not_from_quantize(node, facts):
+    x = _input(node, 0)
+    p = facts.producer_of(x) if x else None
+    if _dtype(facts, x) == "UINT8" and (p is None or p.op_type != "QuantizeLinear"):
+        where = (
+            "a graph input"
+            if x in facts.graph_inputs
+            else "an initializer"
+            if x in facts.initializers
+            else ""
+        )
+        return {"detail": f"'{x}' is UINT8" + (f" ({where})" if where else ""), "input": x}
+    return None
+
+
 def t_squeeze_without_axes_dynamic(node, facts):
     has_axes = _input(node, 1) or _attr(node, "axes") is not None
     info = facts.info(node.input[0])
@@ -467,9 +490,10 @@ SHAPE_PATH_LIMIT = 64  # tensors followed from one input: shape arithmetic is sh
 
 
 def shape_tensor_reader(facts: GraphFacts, name: str) -> NodeProto | None:
-    """The node that reads `name` (an INT32/INT64 graph input), or a small integer tensor computed from it, as a
-    shape: its value is needed when the engine is built. Follows Cast/Concat/Gather/arithmetic on rank ≤ 1
-    integer tensors; None when no such reader is found."""
+    """The node that reads `name` (an INT32/INT64 graph input), or a small tensor computed from it, as a shape:
+    its value is needed when the engine is built. Follows Cast/Concat/Gather/arithmetic on rank ≤ 1 tensors of
+    any type (a window size cast to float, divided and rounded, then cast back, is still one: TensorRT-RTX 1.7.1
+    on the expanded window-function and Range node tests); None when no such reader is found."""
     seen, todo = {name}, [name]
     while todo and len(seen) <= SHAPE_PATH_LIMIT:
         t = todo.pop()
@@ -481,7 +505,7 @@ def shape_tensor_reader(facts: GraphFacts, name: str) -> NodeProto | None:
                 if (
                     info is not None
                     and o not in seen
-                    and _dtype(facts, o) in ("INT32", "INT64")
+                    and _dtype(facts, o) not in ("", "STRING")
                     and info.rank is not None
                     and info.rank <= 1
                 ):
