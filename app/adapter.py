@@ -35,6 +35,7 @@ def state():
 def ensure_state() -> None:
     s = state()
     if "ws" in s:
+        _session_in_url()
         return
     start = os.environ.get("ONNX_SURGERY_START_MODEL")
     s.targets = list(DEFAULT_TARGETS)
@@ -42,32 +43,40 @@ def ensure_state() -> None:
     s.last_applied = None
     s.error = None
     s.scopes = []
-    if start:
-        open_path(start, check_folder=False)
+    problem = _restore_from_url()  # the URL's ?session=...: the work as it was left, replayed
+    if "ws" not in s and start:
+        open_path(start, check_folder=False, remember=False)
     if "ws" not in s:
-        open_sample(DEFAULT_SAMPLE)
+        open_sample(DEFAULT_SAMPLE, remember=False)
+    if problem:
+        s.error = problem
 
 
 def _set_workspace(ws: Workspace, name: str) -> None:
     s = state()
     s.ws, s.model_name = ws, name
     s.selected, s.last_applied, s.error, s.scopes, s.check_big = None, None, None, [], False
+    s.last_verification, s.session_id, s.sample = None, None, None
 
 
-def open_sample(name: str) -> None:
+def open_sample(name: str, remember: bool = True) -> None:
     _set_workspace(Workspace.open(sample_path(name)), f"{name}.onnx")
+    state().sample = name
+    if remember:
+        remember_session(new=True)
 
 
 def open_bytes(data: bytes, name: str) -> bool:
     try:
         _set_workspace(Workspace.open(data, name=name), name)
+        remember_session(new=True, upload=data)
         return True
     except ModelLoadError as exc:
         state().error = str(exc)
         return False
 
 
-def open_path(path: str, check_folder: bool = True) -> bool:
+def open_path(path: str, check_folder: bool = True, remember: bool = True) -> bool:
     p = Path(path).expanduser().resolve()
     root = models_dir()
     if check_folder:
@@ -79,6 +88,8 @@ def open_path(path: str, check_folder: bool = True) -> bool:
             return False
     try:
         _set_workspace(Workspace(load_model(p)), p.name)
+        if remember:
+            remember_session(new=True)
         return True
     except ModelLoadError as exc:
         state().error = str(exc)
@@ -97,6 +108,131 @@ def fingerprint() -> str:
     if memo is None or memo[0] is not proto:
         memo = state()["_fp_memo"] = (proto, workspace().fingerprint())
     return memo[1]
+
+
+# -- sessions that survive a reload or a restarted server (surgery.sessions keeps them on disk) -----------------
+
+
+def remember_session(new: bool = False, upload: bytes | None = None) -> None:
+    """Save the workspace, its targets, the selected node and each step's node and last verification to the
+    session in the URL (?session=...); `new` (another model was opened) starts a new session, so that the one
+    before stays in the recent list. A session that cannot be written is one line in the sidebar."""
+    from surgery import sessions
+
+    s, ws = state(), workspace()
+    sid = s.get("session_id")
+    if new or not sid:
+        sid = s.session_id = sessions.new_id()
+    nodes = s.get("step_nodes") or {}
+    extra = {
+        "selected": s.get("selected"),
+        "step_nodes": [nodes.get(id(step)) for step in ws.steps],
+        "last_verification": s.get("last_verification"),
+    }
+    try:
+        sessions.save(
+            ws,
+            sid,
+            name=s.model_name,
+            targets=list(s.targets),
+            sample=s.get("sample"),
+            upload=upload,
+            extra=extra,
+            original_fp=_original_fingerprint(),
+            current_fp=fingerprint(),
+        )
+        if new:
+            sessions.prune(spare=(sid,))
+    except (OSError, sessions.SessionError) as exc:
+        s.error = f"the session could not be saved in {sessions.state_dir()}: {exc}"
+    _session_in_url()
+
+
+def _original_fingerprint() -> str:
+    ws = workspace()
+    if ws.current is ws.original.proto:
+        return fingerprint()
+    memo = state().get("_original_fp")
+    if memo is None or memo[0] is not ws.original.proto:
+        memo = state()["_original_fp"] = (ws.original.proto, ws.original.fingerprint())
+    return memo[1]
+
+
+def _session_in_url() -> None:
+    """The session id in the URL (a page switch clears the query string): a reload finds the work again."""
+    sid = state().get("session_id")
+    if sid and st.query_params.get("session") != sid:
+        st.query_params["session"] = sid
+
+
+def _restore_from_url() -> str | None:
+    """Restore the session the URL names; the one-line reason when it cannot be (then the URL drops it)."""
+    sid = st.query_params.get("session")
+    if not sid:
+        return None
+    problem = open_session(sid)
+    if problem:
+        del st.query_params["session"]
+    return problem
+
+
+def open_session(sid: str) -> str | None:
+    """Reopen a saved session (the URL's, or one picked in the recent list) by replaying its steps; returns
+    the one-line reason it could not be (the open model stays)."""
+    from surgery import sessions
+
+    try:
+        restored = sessions.load(sid)
+    except sessions.SessionError as exc:
+        return str(exc)
+    _set_workspace(restored.workspace, restored.name)
+    s, ws, extra = state(), restored.workspace, restored.extra
+    s.session_id, s.sample, s.targets = sid, restored.sample, restored.targets
+    nodes = extra.get("step_nodes") if isinstance(extra.get("step_nodes"), list) else []
+    s.step_nodes = {id(step): node for step, node in zip(ws.steps, nodes) if isinstance(node, str)}
+    if isinstance(extra.get("selected"), str):
+        s.selected = extra["selected"]
+    last = extra.get("last_verification")
+    if isinstance(last, list) and len(last) == 2 and all(isinstance(x, str) for x in last):
+        s.last_verification = tuple(last)
+    s.error = restored.warning
+    _session_in_url()
+    return None
+
+
+def reopen_session(sid: str) -> None:
+    """A button callback: reopen a session from the recent list, or say why not."""
+    problem = open_session(sid)
+    if problem:
+        state().error = problem
+
+
+def recent_sessions(limit: int = 8):
+    """Saved sessions other than this one, newest first, and a line for each one that could not be read."""
+    from surgery import sessions
+
+    found, problems = sessions.recent(limit + 1)
+    return [i for i in found if i.id != state().get("session_id")][:limit], problems
+
+
+def targets_changed() -> None:
+    remember_session()
+
+
+def undo() -> None:
+    workspace().undo()
+    state().last_applied = state().last_verification = None
+    remember_session()
+
+
+def redo() -> None:
+    workspace().redo()
+    remember_session()
+
+
+def last_verification() -> tuple[str, str] | None:
+    """(status, line) of the last applied step's verification, kept across a reload: ok, skipped or failed."""
+    return state().get("last_verification")
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)
@@ -356,6 +492,10 @@ def apply_proposal(proposal) -> None:
         s.setdefault("step_nodes", {})[id(workspace().recipe[-1])] = proposal.node
     except FixError as exc:
         s.error = str(exc)
+        return
+    v = s.last_applied.verification
+    s.last_verification = None if v is None else (v.status, s.last_applied.summary())
+    remember_session()
 
 
 def step_node(n: int) -> str | None:
@@ -440,10 +580,11 @@ def target_options() -> list[str]:
 def open_lesson(name: str) -> None:
     """A button callback: open the lesson's broken model with its backend as target and its node selected."""
     lesson = next(x for x in lessons() if x.name == name)
-    open_sample(name)
+    open_sample(name, remember=False)
     options = target_options()
     state().targets = [t for t in dict.fromkeys([lesson.backend, "onnxruntime"]) if t in options]
     state().selected = lesson.node
+    remember_session(new=True)
 
 
 def lesson(name: str):

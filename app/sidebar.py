@@ -41,7 +41,7 @@ def render() -> None:
                 st.rerun()
         options = adapter.target_options()
         s.targets = [t for t in s.targets if t in options]  # the widget below is bound to this state
-        st.multiselect("Targets", options, key="targets")
+        st.multiselect("Targets", options, key="targets", on_change=adapter.targets_changed)
         st.selectbox(
             "Check to",
             list(adapter.DEPTHS),
@@ -64,3 +64,22 @@ def render() -> None:
                         on_click=adapter.open_lesson,
                         args=(lesson.name,),
                     )
+        _recent_sessions()
+
+
+def _recent_sessions() -> None:
+    """Work saved in earlier sessions (this server's state folder), to reopen where it was left."""
+    found, problems = adapter.recent_sessions()
+    if not found and not problems:
+        return
+    with st.expander("Recent sessions"):
+        for info in found:
+            st.button(
+                info.describe(),
+                key=f"session-{info.id}",
+                on_click=adapter.reopen_session,
+                args=(info.id,),
+                help="reopen this model with its steps, replayed from the original",
+            )
+        for line in problems[:3]:
+            st.caption(line)

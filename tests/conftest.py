@@ -28,3 +28,12 @@ def onnx_node_tests() -> list:
 @pytest.fixture(scope="session")
 def sample_dir() -> Path:
     return SAMPLES
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _sessions_in_a_temporary_folder(tmp_path_factory):
+    """The app saves its sessions (surgery.sessions): never in the user's ~/.onnx-surgery during tests. A test
+    that looks at them sets ONNX_SURGERY_STATE_DIR itself."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ONNX_SURGERY_STATE_DIR", str(tmp_path_factory.mktemp("sessions")))
+        yield

@@ -340,20 +340,19 @@ with hist:
                 st.success(f"saved {path} — it matches {len(matches)} node(s) here; listed on the Rules page")
             except Exception as exc:  # the rule writer says what it could not generalise
                 st.error(f"could not save step {n} as a rule: {exc}")
-    applied = s.last_applied
-    if applied is not None and applied.verification is not None:
-        v = applied.verification
-        (st.success if v.status == "ok" else st.warning if v.status == "skipped" else st.error)(
-            applied.summary(), icon=":material/science:"
+    verified = adapter.last_verification()  # kept across a reload
+    if verified is not None:
+        status, line = verified
+        (st.success if status == "ok" else st.warning if status == "skipped" else st.error)(
+            line, icon=":material/science:"
         )
 with actions:
     c = st.columns(2)
     if c[0].button("Undo", key="undo", disabled=not ws.can_undo, icon=":material/undo:", width="stretch"):
-        ws.undo()
-        s.last_applied = None
+        adapter.undo()
         st.rerun()
     if c[1].button("Redo", key="redo", disabled=not ws.can_redo, icon=":material/redo:", width="stretch"):
-        ws.redo()
+        adapter.redo()
         st.rerun()
     stem = s.model_name.rsplit(".", 1)[0]
     current = ws.current

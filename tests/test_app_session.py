@@ -1,0 +1,93 @@
+"""AppTest: the work survives a new Streamlit session (a reload, a second tab, a restarted server): the session
+id in the URL restores the model, its steps and the last verification by replaying the recipe."""
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from surgery import sessions  # noqa: E402
+
+MAIN = str(Path(__file__).resolve().parent.parent / "app" / "main.py")
+
+
+@pytest.fixture
+def state_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("ONNX_SURGERY_STATE_DIR", str(tmp_path / "sessions"))
+    return tmp_path / "sessions"
+
+
+def fresh(session: str | None = None) -> AppTest:
+    at = AppTest.from_file(MAIN, default_timeout=60)
+    if session is not None:
+        at.query_params["session"] = session
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_an_applied_fix_is_restored_in_a_new_session_from_the_url(state_dir):
+    at = fresh()
+    assert "session" not in at.query_params  # the default sample, untouched: nothing saved
+    assert not state_dir.exists()
+    at.button(key="side-lesson-ml_scaler").click()
+    at.run()
+    at.button(key="apply-ml-scaler-decompose").click()
+    at.run()
+    assert not at.exception, at.exception
+    ws = at.session_state["ws"]
+    assert [s.rule for s in ws.recipe] == ["ml-scaler-decompose"]
+    sid = at.query_params["session"]
+    sid = sid[0] if isinstance(sid, list) else sid
+    assert sessions.valid_id(sid) and (state_dir / sid / "state.json").is_file()
+    verified = [s.value for s in at.success if "verified" in s.value]
+    assert verified
+
+    again = fresh(sid)  # a new Streamlit session with the same URL
+    back = again.session_state["ws"]
+    assert back.fingerprint() == ws.fingerprint() and back is not ws
+    assert [s.rule for s in back.recipe] == ["ml-scaler-decompose"]
+    assert again.session_state["model_name"] == "ml_scaler.onnx"
+    assert list(again.session_state["targets"]) == list(at.session_state["targets"])
+    assert [s.value for s in again.success if "verified" in s.value] == verified
+    assert any("1. " in m.value and "decompose" in m.value.lower() for m in again.markdown)
+
+    again.button(key="undo").click()  # undo is saved too: a third session finds it undone, redo possible
+    again.run()
+    third = fresh(sid)
+    ws3 = third.session_state["ws"]
+    assert ws3.cursor == 0 and ws3.can_redo
+    third.button(key="redo").click()
+    third.run()
+    assert third.session_state["ws"].fingerprint() == ws.fingerprint()
+
+
+def test_a_session_that_cannot_be_restored_is_one_line_and_the_app_opens(state_dir):
+    at = fresh("../../etc/passwd")
+    assert at.session_state["model_name"] == "healthy_cnn.onnx"
+    assert [e.value for e in at.error] == ["'../../etc/passwd': not a session id"]
+    assert "session" not in at.query_params
+    gone = sessions.new_id()
+    at = fresh(gone)
+    assert any("not found" in e.value and "\n" not in e.value for e in at.error)
+
+
+def test_the_sidebar_reopens_a_recent_session(state_dir):
+    at = fresh()
+    at.button(key="side-lesson-ml_scaler").click()
+    at.run()
+    at.button(key="apply-ml-scaler-decompose").click()
+    at.run()
+    first = at.session_state["session_id"]
+    at.button(key="side-lesson-resize_scales_chain").click()  # another model: another session
+    at.run()
+    assert at.session_state["session_id"] != first
+    reopen = at.button(key=f"session-{first}")
+    assert "ml_scaler.onnx · 1 step(s)" in reopen.label
+    reopen.click()
+    at.run()
+    assert not at.exception, at.exception
+    assert at.session_state["model_name"] == "ml_scaler.onnx"
+    assert at.session_state["ws"].cursor == 1 and at.session_state["session_id"] == first

@@ -1,0 +1,110 @@
+"""The work survives a restarted server, in a real browser (Debian's Chromium, never downloaded, driven by
+Playwright against a real `streamlit run`): apply a fix, kill the server, start it again on the same state
+folder, reload the URL: the step and its verification are there."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from test_browser import ARGS, CHROMIUM, ROOT, _free_port, settle
+
+from surgery.cli.app_cmd import STREAMLIT_LOOK
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists(),
+        reason="Debian's chromium is not installed (apt-get install chromium); scripts/test.sh installs it",
+    ),
+]
+
+
+def start(port: int, state: Path, rules: Path) -> subprocess.Popen:
+    env = dict(os.environ, ONNX_SURGERY_STATE_DIR=str(state), ONNX_SURGERY_USER_RULES=str(rules))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            str(ROOT / "app" / "main.py"),
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--server.headless",
+            "true",
+            "--browser.gatherUsageStats",
+            "false",
+            "--server.fileWatcherType",
+            "none",
+            *STREAMLIT_LOOK,
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    for _ in range(150):
+        try:
+            if urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1).read() == b"ok":
+                return proc
+        except OSError:
+            time.sleep(0.2)
+    stop(proc, signal.SIGTERM)
+    pytest.fail("streamlit did not start")
+
+
+def stop(proc: subprocess.Popen, sig: int) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, sig)
+    proc.wait(timeout=20)
+
+
+def test_a_fix_survives_killing_the_server_and_reloading(tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    port, state, rules = _free_port(), tmp_path / "sessions", tmp_path / "rules"
+    server = start(port, state, rules)
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+            page = browser.new_page(viewport={"width": 1600, "height": 1000})
+            page.set_default_timeout(90_000)
+            page.goto(f"http://127.0.0.1:{port}")
+            page.wait_for_selector('[data-testid="stApp"]', timeout=60_000)
+            settle(page)
+            page.locator(".st-key-side-lesson-ml_scaler button").click()
+            settle(page)
+            page.locator(".st-key-apply-ml-scaler-decompose button").click()
+            settle(page)
+            page.get_by_text("ml-scaler-decompose on").first.wait_for()
+            verified = page.locator('[data-testid="stAlert"]', has_text="verified").first.inner_text()
+            page.wait_for_function("() => new URLSearchParams(location.search).get('session')")
+            url = page.url
+            sid = url.split("session=")[1].split("&")[0]
+            assert (state / sid / "state.json").is_file()
+
+            stop(server, signal.SIGKILL)  # no goodbye: what is on disk is all there is
+            server = start(port, state, rules)
+            page.goto(url)
+            page.wait_for_selector('[data-testid="stApp"]', timeout=60_000)
+            settle(page)
+            page.locator(".wb-title b", has_text="ml_scaler.onnx").wait_for()
+            page.get_by_text("[rule ml-scaler-decompose]").first.wait_for()
+            assert page.locator('[data-testid="stAlert"]', has_text="verified").first.inner_text() == verified
+            page.wait_for_function(  # the graph drawn is the fixed model: the Scaler is gone
+                "() => { const net = globalThis.__onnxSurgeryNetwork; return net && net.body &&"
+                " !net.body.nodes['/prep/Scaler'] && net.body.nodes['/fc/MatMul']; }"
+            )
+            assert page.locator(".st-key-undo button").is_enabled()
+            assert f"session={sid}" in page.url
+            assert "Traceback" not in page.inner_text("body")
+            browser.close()
+    finally:
+        stop(server, signal.SIGTERM)
