@@ -91,3 +91,29 @@ def test_the_sidebar_reopens_a_recent_session(state_dir):
     assert not at.exception, at.exception
     assert at.session_state["model_name"] == "ml_scaler.onnx"
     assert at.session_state["ws"].cursor == 1 and at.session_state["session_id"] == first
+
+
+def test_an_uploaded_model_is_restored_from_its_copy_and_a_stale_path_is_refused(state_dir, tmp_path):
+    from surgery.samples import sample_path
+    from surgery.workspace import Step, Workspace
+
+    data = sample_path("training_mode_ops").read_bytes()
+    ws = Workspace.open(data, name="mine.onnx")
+    ws.apply(Step("inference_mode"))
+    sid = sessions.new_id()
+    sessions.save(ws, sid, name="mine.onnx", targets=["onnxruntime"], upload=data)
+    at = fresh(sid)
+    assert at.session_state["model_name"] == "mine.onnx"
+    assert at.session_state["ws"].fingerprint() == ws.fingerprint()
+    assert list(at.session_state["targets"]) == ["onnxruntime"]
+
+    src = tmp_path / "m.onnx"
+    src.write_bytes(data)
+    on_disk = Workspace.open(src)
+    on_disk.apply(Step("inference_mode"))
+    stale = sessions.new_id()
+    sessions.save(on_disk, stale, name="m.onnx")
+    src.write_bytes(sample_path("healthy_cnn").read_bytes())  # another model at that path since
+    at = fresh(stale)
+    assert at.session_state["model_name"] == "healthy_cnn.onnx"
+    assert any("stale:" in e.value and "\n" not in e.value for e in at.error), [e.value for e in at.error]
