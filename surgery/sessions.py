@@ -213,7 +213,7 @@ def load(sid: str, root: str | os.PathLike | None = None) -> Restored:
     model = _original(sid, session_dir(sid, root), original)
     try:
         steps, _ = read_recipe(json.dumps(recipe))
-    except RecipeError as exc:
+    except (RecipeError, TypeError, ValueError) as exc:  # params that are not a mapping, ...
         raise SessionError(f"session {sid}: {_first(exc)}") from None
     ws = Workspace(model)
     try:

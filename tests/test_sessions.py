@@ -125,14 +125,23 @@ def test_a_corrupt_state_file_is_one_line_and_skipped_in_the_list(root, sample_d
     assert len(problems) == 1 and words in problems[0]
 
 
-def test_a_step_that_no_longer_replays_is_one_line(root, sample_dir):
+@pytest.mark.parametrize(
+    "step, words",
+    [
+        ({"fix": "no_such_fix"}, "replaying its steps failed"),
+        ({"fix": "inference_mode", "params": 5}, "session .*: "),
+        ({"params": {}}, "step 1: a recipe step needs a 'fix' field"),
+        ("inference_mode", "step 1: "),
+    ],
+)
+def test_a_step_that_no_longer_replays_is_one_line(root, sample_dir, step, words):
     sid = sessions.new_id()
     sessions.save(edited_upload(sample_dir), sid, name="u.onnx")
     state = root / sid / "state.json"
     data = json.loads(state.read_text())
-    data["recipe"]["steps"][0] = {"fix": "no_such_fix"}
+    data["recipe"]["steps"][0] = step
     state.write_text(json.dumps(data))
-    with pytest.raises(SessionError, match="replaying its steps failed") as err:
+    with pytest.raises(SessionError, match=words) as err:
         sessions.load(sid)
     assert "\n" not in str(err.value)
 
