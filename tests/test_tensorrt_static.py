@@ -338,6 +338,14 @@ def test_qdq_zero_points_and_uint8_dequantize_as_tensorrt_rtx_builds_them():
     )
     assert set(bad) == {"n", "m"} and all(v.stage is Stage.BUILD for v in bad.values())
     assert "IQuantizeLayer/IDequantizeLayer n has `zero_point`" in bad["n"].words
+    fp8 = (
+        head.replace('"" : 13', '"" : 19').replace("ir_version: 8", "ir_version: 9")
+        + """g (float[6] x, float s, float8e4m3fn z) => (float[6] y) {
+        [n] q = QuantizeLinear (x, s, z)
+        [m] y = DequantizeLinear (q, s, z)
+    }"""
+    )
+    assert verdicts(fp8) == {}  # an FP8 zero point from a graph input builds (the onnx node tests)
     # UINT8 dequantizes right behind a QuantizeLinear, not from an initializer
     q_dq = (
         head

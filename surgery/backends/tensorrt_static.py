@@ -327,9 +327,9 @@ def t_input_computed(node, facts, index):
     return None
 
 
-def t_input_not_build_constant(node, facts, index):
+def t_input_not_build_constant(node, facts, index, dtypes=None):
     x = _input(node, index)
-    if x and not _build_time_constant(facts, x):
+    if x and not _build_time_constant(facts, x) and (dtypes is None or _dtype(facts, x) in dtypes):
         where = "a graph input" if x in facts.graph_inputs else "computed at run time"
         return {"detail": f"'{x}' (input {index}) is {where}", "input": x}
     return None
