@@ -146,3 +146,24 @@ def test_minimal_failing_model_is_smaller_and_refused_with_the_same_words():
     (refused,) = [v for v in after.verdicts if v.status is Status.REJECTED]
     assert refused.op_type == "MMCVModulatedDeformConv2d"
     assert (refused.code, refused.words, refused.stage) == (before.code, before.words, before.stage)
+
+
+def test_a_node_name_in_the_reduce_caption_is_not_markdown(tmp_path, monkeypatch):
+    """A rejected node named with dollars, stars and a tag: the reduce caption shows it as text (md_escape),
+    never as maths, emphasis or HTML."""
+    name = "/prep/$s$ *Scaler* <b>x</b>"
+    model = build("ml_scaler")
+    model.graph.node[0].name = name
+    path = tmp_path / "named.onnx"
+    onnx.save(model, path)
+    monkeypatch.setenv("ONNX_SURGERY_START_MODEL", str(path))
+    at = AppTest.from_file(MAIN, default_timeout=120)
+    at.run()
+    at.session_state["selected"] = name
+    for _ in range(3):
+        at.run()
+    at.button(key=f"reduce-{TRT}-{name}").click()
+    at.run()
+    assert not at.exception, at.exception
+    (caption,) = [c.value for c in at.caption if "still refuses Scaler" in c.value]
+    assert r"\$s\$ \*Scaler\* \<b\>x\</b\>" in caption, caption
