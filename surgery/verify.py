@@ -4,7 +4,9 @@ Definitions, used everywhere in ONNX Surgery (verification, test builds, benchma
 
 - max absolute error: max(|a - b|) over the elements, with `a` the original's output and `b` the changed one's;
 - mean relative error: mean(|a - b|) / max(mean(|a|), 1e-12) — the average error in units of the output's
-  average magnitude. One number per output, not a per-element ratio: a near-zero element cannot blow it up.
+  average magnitude. One number per output, not a per-element ratio: a near-zero element cannot blow it up;
+- relative error distribution (INT8 and other lossy builds): each element's |a - b| in the same unit,
+  max(mean(|a|), 1e-12); its mean is the mean relative error, with its 99th percentile and maximum beside it.
 
 NaN in the same place in both outputs counts as equal; NaN on one side only counts as an infinite error.
 
@@ -38,6 +40,17 @@ def mean_relative_error(a: np.ndarray, b: np.ndarray) -> float:
     if diff.size == 0:
         return 0.0
     return float(np.mean(diff) / max(float(np.mean(mag)), 1e-12))
+
+
+def relative_error_distribution(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
+    """Each element's |a - b| / max(mean(|a|), 1e-12): its mean (= mean_relative_error), p99 and max."""
+    diff, mag = _diff(a, b)
+    if diff.size == 0:
+        return {"mean_rel": 0.0, "p99_rel": 0.0, "max_rel": 0.0}
+    unit = max(float(np.mean(mag)), 1e-12)
+    rel = diff.reshape(-1) / unit
+    p99 = float(np.percentile(rel, 99)) if np.isfinite(rel).all() else float("inf")
+    return {"mean_rel": float(np.mean(diff) / unit), "p99_rel": p99, "max_rel": float(np.max(rel))}
 
 
 def max_abs_error(a: np.ndarray, b: np.ndarray) -> float:

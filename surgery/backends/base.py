@@ -241,6 +241,7 @@ class BuildReport:
     accuracy: dict[str, dict[str, float]] | None = None  # output -> {"max_abs": ..., "mean_rel": ...}
     note: str = ""  # e.g. "engine built ahead of time; running it needs a GPU"
     label: str = ""  # the builder that ran, e.g. "TensorRT-RTX 1.7.1.116", "OpenVINO 2026.4.1"
+    precision: str = ""  # what the engine computes in: fp32 | fp16 | bf16 | int8 (a Q/DQ model is int8)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -88,6 +88,59 @@ def build_model(
         )
     if not report.ok and report.node is None and report.error:
         report.node = named_node(report.error, model)
+    from surgery.quantize import has_qdq
+
+    report.precision = "int8" if has_qdq(model) else options.precision
     if progress:
         progress(1.0, f"{name}: {'built' if report.ok else 'failed'}")
     return report
+
+
+LADDER = ("int8", "fp16", "fp32")  # what a Q/DQ model is built at by default, each against the fp32 original
+INT8_FLAG = {
+    "tensorrt",
+    "onnxruntime",
+}  # builders that take precision int8 (for the others the graph says so)
+
+
+def build_ladder(
+    backend_id: str,
+    model: ModelProto,
+    options: BuildOptions | None = None,
+    progress: Progress | None = None,
+    base_dir: str | None = None,
+    precisions: tuple[str, ...] = LADDER,
+) -> list[BuildReport]:
+    """A Q/DQ (INT8) model next to its float32 original: int8 builds the model as given, fp16/bf16/fp32 build
+    the float32 model it stands for (its Q/DQ pairs taken out, surgery.quantize.strip_qdq). Every report's
+    accuracy is against that float32 original (surgery.build.measure), so the rows compare. A model without
+    Q/DQ is built once, at `options.precision`."""
+    from surgery.quantize import has_qdq, strip_qdq
+
+    options = options or BuildOptions()
+    if not has_qdq(model):
+        return [build_model(backend_id, model, options, progress, base_dir)]
+    twin = None
+    reports = []
+    for k, precision in enumerate(precisions):
+        if precision == "int8":
+            flag = "int8" if backend_id.split("@")[0] in INT8_FLAG else "fp32"
+            one, what = dataclasses.replace(options, precision=flag), model
+        else:
+            if twin is None:
+                twin = strip_qdq(model)[0]
+            one, what = dataclasses.replace(options, precision=precision), twin
+        if options.out_dir:
+            one.out_dir = str(Path(options.out_dir) / precision)
+
+        def step(f, m, k=k, precision=precision):
+            if progress:
+                progress((k + f) / len(precisions), f"{precision}: {m}")
+
+        report = build_model(backend_id, what, one, step, base_dir)
+        report.precision = precision
+        if precision != "int8":
+            why = "the float32 original of this Q/DQ model (its Q/DQ pairs taken out)"
+            report.note = f"{why}; {report.note}" if report.note else why
+        reports.append(report)
+    return reports

@@ -32,6 +32,7 @@ def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
     import onnxruntime as ort
 
     from surgery.ort import make_session
+    from surgery.quantize import has_qdq
 
     model = ModelProto()
     model.ParseFromString(data)
@@ -44,6 +45,12 @@ def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
         note = (
             f"the model's float32 math was converted to {options.precision} (as for strongly typed TensorRT); "
             "onnxruntime's CPU provider runs what it has kernels for"
+        )
+    elif options.precision == "int8" and has_qdq(model):
+        note = (
+            "INT8 from the model's Q/DQ nodes; onnxruntime's CPU provider fuses them into integer kernels only "
+            "where a weight is stored as INT8 (a float weight behind a Q/DQ pair, as `quantize` writes for "
+            "TensorRT, runs quantize-dequantize in float: INT8 rounding, not INT8 speed)"
         )
     elif options.precision != "fp32":
         return BuildReport(

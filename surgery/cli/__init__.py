@@ -1,4 +1,4 @@
-"""`onnx-surgery`: inspect, check, fix, build, app. One module per command in this package, each with
+"""`onnx-surgery`: inspect, check, fix, quantize, build, app. One module per command in this package, each with
 `add_parser(subparsers)` and `run(args) -> int`. Exit codes: 0 ok, 1 a target rejects something, 2 bad input,
 3 nothing rejected but a target cannot confirm the model."""
 
@@ -10,7 +10,17 @@ import importlib
 import os
 import sys
 
-COMMANDS = ["inspect", "targets", "check", "fix", "split", "reduce", "build", "app"]  # each adds itself
+COMMANDS = [
+    "inspect",
+    "targets",
+    "check",
+    "fix",
+    "split",
+    "reduce",
+    "quantize",
+    "build",
+    "app",
+]  # each adds itself
 
 EXIT_OK, EXIT_REJECTED, EXIT_BAD_INPUT, EXIT_CANNOT_CONFIRM = 0, 1, 2, 3
 

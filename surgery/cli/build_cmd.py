@@ -1,5 +1,7 @@
 """`onnx-surgery build MODEL --backend B [--backend B2 ...]`: test-build an engine on each backend; a results
-table (backend, ok, build time, latency median/p90, accuracy per output, artifact, note), or JSON.
+table (backend, precision, ok, build time, latency median/p90, accuracy per output as max abs and the relative
+error's mean/p99/max, artifact, note), or JSON. A Q/DQ (INT8) model is built at int8, fp16 and fp32 unless a
+precision is given (surgery.build.build_ladder), each compared against its float32 original.
 Exit 0 when every requested build succeeds, 1 when any fails, 2 on bad input."""
 
 from __future__ import annotations
@@ -17,7 +19,10 @@ def add_parser(sub):
         "build",
         help="test-build an engine: log, build time, artifact, latency and accuracy",
         description="Test-build MODEL on each --backend. TensorRT is full TensorRT where installed with a GPU, "
-        "else TensorRT-RTX (builds ahead of time without a GPU; its engine is not run here).",
+        "else TensorRT-RTX (builds ahead of time without a GPU; its engine is not run here). A Q/DQ (INT8) "
+        "model, e.g. from `onnx-surgery quantize`, is built at int8 next to its float32 original at fp16 and "
+        "fp32 (its Q/DQ pairs taken out), unless a precision flag picks one; accuracy is against that float32 "
+        "original, as max abs error and the relative error's mean, p99 and max.",
     )
     p.add_argument("model")
     p.add_argument(
@@ -65,21 +70,33 @@ def _fmt(x: float) -> str:
     return f"{x:.3g}"
 
 
+def accuracy_line(acc: dict[str, float]) -> str:
+    """max abs, then the relative error distribution (surgery.verify): mean / p99 / max."""
+    line = f"max abs {_fmt(acc['max_abs'])}, mean rel {_fmt(acc['mean_rel'])}"
+    if "p99_rel" in acc:
+        line += f" (rel error p99 {_fmt(acc['p99_rel'])}, max {_fmt(acc['max_rel'])})"
+    return line
+
+
 def print_table(reports, out=None) -> None:
     out = out or sys.stdout
     rows = []
+    show_precision = any(r.precision not in ("", "fp32") for r in reports)
     for r in reports:
         lat = r.latency_ms or {}
         rows.append(
-            (
-                r.backend,
+            (r.backend,)
+            + ((r.precision or "-",) if show_precision else ())
+            + (
                 "yes" if r.ok else "NO",
                 f"{r.build_seconds:.2f}",
                 f"{lat['median']:.3f}" if lat else "-",
                 f"{lat['p90']:.3f}" if lat else "-",
             )
         )
-    head = ("backend", "ok", "build s", "median ms", "p90 ms")
+    head = (
+        ("backend",) + (("precision",) if show_precision else ()) + ("ok", "build s", "median ms", "p90 ms")
+    )
     widths = [max(len(x) for x in col) for col in zip(head, *rows)]
     print("  ".join(h.ljust(w) for h, w in zip(head, widths)), file=out)
     for r, row in zip(reports, rows):
@@ -88,10 +105,7 @@ def print_table(reports, out=None) -> None:
         if r.label:
             print(f"{pad}builder: {r.label}", file=out)
         for name, acc in (r.accuracy or {}).items():
-            print(
-                f"{pad}accuracy {name}: max abs {_fmt(acc['max_abs'])}, mean rel {_fmt(acc['mean_rel'])}",
-                file=out,
-            )
+            print(f"{pad}accuracy {name}: {accuracy_line(acc)}", file=out)
         if r.artifact:
             print(f"{pad}artifact: {r.artifact}", file=out)
         if r.error:
@@ -102,8 +116,9 @@ def print_table(reports, out=None) -> None:
 
 def run(args) -> int:
     from surgery.backends.base import BuildOptions
-    from surgery.build import build_model
+    from surgery.build import build_ladder, build_model
     from surgery.model import dumps, load_model
+    from surgery.quantize import has_qdq
 
     backends = args.backend or ["onnxruntime"]
     if "all" in backends:
@@ -146,7 +161,10 @@ def run(args) -> int:
         )
         base_dir = str(model.base_dir) if model.base_dir else None
         with chatter_to_stderr(args.json):
-            reports.append(build_model(backend, model.proto, options, progress, base_dir))
+            if args.precision is None and has_qdq(model.proto):
+                reports.extend(build_ladder(backend, model.proto, options, progress, base_dir))
+            else:
+                reports.append(build_model(backend, model.proto, options, progress, base_dir))
         if show:
             print("\r" + " " * 80 + "\r", end="", file=sys.stderr)
     if args.json:

@@ -61,6 +61,7 @@ _MODULES = [
     "decompose_detection",
     "pin_input",
     "quantized",
+    "quantize",
 ]
 _loaded = False
 
