@@ -1,6 +1,9 @@
-"""Test build: pick backends and options, watch progress, read the log, compare latency and accuracy."""
+"""Test build: pick backends and options, watch progress, read the log, compare latency and accuracy.
+"INT8 (calibrate)" quantizes the current model first (surgery.quantize, random or uploaded .npz calibration) and
+builds it at int8 next to its float32 original at fp16 and fp32 (surgery.build.build_ladder)."""
 
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # app/: adapter, sidebar, graph_component
@@ -11,8 +14,9 @@ import sidebar  # noqa: E402
 import streamlit as st  # noqa: E402
 
 from surgery.backends.base import BuildOptions  # noqa: E402
-from surgery.build import build_model  # noqa: E402
+from surgery.build import build_ladder, build_model  # noqa: E402
 from surgery.graph import GraphFacts  # noqa: E402
+from surgery.quantize import RANDOM_WARNING, CalibrationError, has_qdq, progress_to, quantize  # noqa: E402
 from surgery.specs import parse_profiles  # noqa: E402
 
 sidebar.render()
@@ -33,8 +37,35 @@ backends = c[0].multiselect(
 )
 for name, reason in why_not.items():
     st.caption(f"`{name}` cannot build here: {reason}")
-precision = c[1].selectbox("Precision", ["fp32", "fp16", "bf16", "int8"], key="build_precision")
+CALIBRATE = "INT8 (calibrate)"
+precision = c[1].selectbox("Precision", ["fp32", "fp16", "bf16", "int8", CALIBRATE], key="build_precision")
 runs = c[2].number_input("Timed runs", 1, 1000, 20, key="build_runs")
+calibrate = precision == CALIBRATE
+upload = None
+if calibrate:
+    st.caption(
+        "Quantizes the current model to INT8 Q/DQ as strongly typed TensorRT takes it (onnxruntime's static "
+        "quantization: zero point 0, Q/DQ on the inputs of Conv, Gemm and MatMul), then builds it at int8 next "
+        "to its float32 original at fp16 and fp32. Errors are against that float32 original: mean, p99 and max "
+        "relative error. The workspace's model is not changed (the CLI's `onnx-surgery quantize` records a step)."
+    )
+    q = st.columns([1, 2, 1])
+    source = q[0].radio("Calibration data", ["random", "upload .npz"], key="calib_source")
+    if source == "random":
+        samples = q[1].number_input("Random samples (seeded)", 1, 4096, 32, key="calib_samples")
+        st.warning(RANDOM_WARNING, icon=":material/casino:")
+    else:
+        upload = q[1].file_uploader(
+            "Calibration .npz: one array per graph input, keyed by its name (one sample shaped like the input, "
+            "or a stack of samples on a new first axis)",
+            type=["npz"],
+            key="calib_npz",
+        )
+    per_channel = q[2].checkbox("Per-channel weight scales", key="calib_per_channel")
+elif has_qdq(ws.current):
+    st.caption(
+        "This model has Q/DQ nodes: TensorRT builds it at INT8 whatever the precision (strongly typed)."
+    )
 facts = GraphFacts.of(ws.current, infer=False)
 dynamic = [n for n in facts.graph_inputs if facts.info(n).is_dynamic]
 profiles = {}
@@ -49,29 +80,79 @@ for name in dynamic:
             profiles.update(parse_profiles([f"{name}:{text}"], dynamic))
         except ValueError as exc:  # the same one-line message as `build --profile`
             st.error(str(exc).replace("--profile", "profile"))
+
+
+def _quantized():
+    """The current model quantized as the calibration widgets say; None (with the error shown) when it cannot."""
+    bar = st.progress(0.0, text="quantizing: checking the calibration data")
+    with tempfile.TemporaryDirectory(prefix="onnx-surgery-calib-") as tmp:
+        if upload is None and source != "random":
+            st.error("Upload a calibration .npz first, or choose random calibration.")
+            return None
+        spec = f"random:{int(samples)}" if source == "random" else str(Path(tmp) / Path(upload.name).name)
+        if source != "random":
+            Path(spec).write_bytes(upload.getvalue())
+        try:
+            with progress_to(lambda f, m: bar.progress(f, text=f"quantizing: {m}"[:80])):
+                model = quantize(
+                    ws.current,
+                    spec,
+                    per_channel=per_channel,
+                    base_dir=str(ws.original.base_dir) if ws.original.base_dir else None,
+                )
+        except CalibrationError as exc:
+            bar.empty()
+            st.error(str(exc).replace(str(Path(tmp)) + "/", ""), icon=":material/error:")
+            return None
+    what = f"{int(samples)} random samples" if source == "random" else upload.name
+    s.quantized = {"bytes": model.SerializeToString(), "calib": what, "per_channel": per_channel}
+    return model
+
+
 if st.button("Build", key="build_go", type="primary", disabled=not backends):
     results = []
-    for backend in backends:
+    s.pop("quantized", None)
+    model = _quantized() if calibrate else ws.current
+    base_dir = None if calibrate else (str(ws.original.base_dir) if ws.original.base_dir else None)
+    for backend in backends if model is not None else []:
         bar = st.progress(0.0, text=f"{backend}: starting")
-        report = build_model(
-            backend,
-            ws.current,
-            BuildOptions(precision=precision, runs=int(runs), profiles=profiles),
-            progress=lambda f, m, bar=bar: bar.progress(min(max(f, 0.0), 1.0), text=m[:80]),
-            base_dir=str(ws.original.base_dir) if ws.original.base_dir else None,
+        options = BuildOptions(
+            precision="fp32" if calibrate else precision, runs=int(runs), profiles=profiles
         )
-        bar.progress(
-            1.0, text=f"{backend}: {'built' if report.ok else 'failed'} in {report.build_seconds:.2f} s"
-        )
-        results.append(report)
+        progress = lambda f, m, bar=bar: bar.progress(min(max(f, 0.0), 1.0), text=m[:80])  # noqa: E731
+        if calibrate:
+            reports = build_ladder(backend, model, options, progress=progress)
+        else:
+            reports = [build_model(backend, model, options, progress=progress, base_dir=base_dir)]
+        ok = all(r.ok for r in reports)
+        seconds = sum(r.build_seconds for r in reports)
+        bar.progress(1.0, text=f"{backend}: {'built' if ok else 'failed'} in {seconds:.2f} s")
+        results.extend(reports)
     s.build_results = results
-for r in s.get("build_results", []):
+if s.get("quantized"):
+    info = s.quantized
+    st.success(
+        f"Quantized to INT8 on {info['calib']}"
+        + (" (per-channel weights)" if info["per_channel"] else "")
+        + ": built at int8 next to the float32 original at fp16 and fp32.",
+        icon=":material/compress:",
+    )
+    st.download_button("Download the INT8 (Q/DQ) model", info["bytes"], "model.int8.onnx", key="dl-quantized")
+results = s.get("build_results", [])
+one_per_backend = len({r.backend for r in results}) == len(results)
+
+
+def _name(r) -> str:
+    return r.backend if one_per_backend else f"{r.backend} {r.precision}"
+
+
+for k, r in enumerate(results):
     with st.container(border=True):
-        head = f"**{r.backend}** — " + ("built" if r.ok else "failed") + f" in {r.build_seconds:.2f} s"
+        head = f"**{_name(r)}** — " + ("built" if r.ok else "failed") + f" in {r.build_seconds:.2f} s"
         (st.success if r.ok else st.error)(head, icon=":material/build:")
         if r.error:
             st.code(r.error, language=None, wrap_lines=True)
-        if r.node and st.button(f"Show node {r.node} in the graph", key=f"build-node-{r.backend}"):
+        if r.node and st.button(f"Show node {r.node} in the graph", key=f"build-node-{k}-{r.backend}"):
             s.selected = r.node
             st.switch_page("pages/workbench.py")
         if r.note:
@@ -81,19 +162,32 @@ for r in s.get("build_results", []):
                 f"Download {Path(r.artifact).name}",
                 Path(r.artifact).read_bytes(),
                 Path(r.artifact).name,
-                key=f"dl-{r.backend}",
+                key=f"dl-{k}-{r.backend}",
             )
         if r.log:
             with st.expander("Log"):
                 st.code(r.log[-5000:], language=None)
+
+
+def _worst(r) -> dict:
+    """The output with the largest mean relative error: its distribution (surgery.verify's definitions)."""
+    worst = max(r.accuracy.values(), key=lambda v: v["mean_rel"])
+    return {
+        "worst mean rel error": worst["mean_rel"],
+        "p99 rel error": worst.get("p99_rel"),
+        "max rel error": worst.get("max_rel"),
+    }
+
+
 rows = [
     {
-        "backend": r.backend,
+        "backend": _name(r),
+        "precision": r.precision,
         "median ms": r.latency_ms["median"],
         "p90 ms": r.latency_ms["p90"],
-        "worst mean rel error": max(v["mean_rel"] for v in r.accuracy.values()) if r.accuracy else None,
+        **(_worst(r) if r.accuracy else {"worst mean rel error": None}),
     }
-    for r in s.get("build_results", [])
+    for r in results
     if r.latency_ms
 ]
 if rows:
@@ -102,6 +196,7 @@ if rows:
     charts[0].markdown("**Latency (ms)**")
     charts[0].bar_chart(df[["median ms", "p90 ms"]], stack=False)
     if df["worst mean rel error"].notna().any():
-        charts[1].markdown("**Accuracy against onnxruntime (worst mean relative error)**")
-        charts[1].bar_chart(df[["worst mean rel error"]])
+        errors = [c for c in ("worst mean rel error", "p99 rel error", "max rel error") if c in df]
+        charts[1].markdown("**Accuracy against onnxruntime fp32 (relative error of the worst output)**")
+        charts[1].bar_chart(df[errors], stack=False)
     st.dataframe(df, key="build_table")
