@@ -215,7 +215,7 @@ class GraphFacts:
 
     @classmethod
     def _build(cls, model: ModelProto, infer: bool) -> GraphFacts:
-        # One pass over the nodes reads each node's inputs once (`_all_inputs`, subgraphs' outer reads
+        # One pass over the nodes reads each node's inputs once (`all_inputs`, subgraphs' outer reads
         # included); the producers, consumers, topological order and constants all reuse it. Reading a field of
         # a protobuf message from Python costs ~1 µs, so at 100k nodes every extra pass is ~0.3 s.
         facts = cls._declared(model)
@@ -245,7 +245,7 @@ class GraphFacts:
             for out in node.output:
                 if out:
                     producer[out] = i
-            ins = _all_inputs(node)
+            ins = all_inputs(node)
             reads.append(ins)
             for inp in ins:
                 consumers[inp].append(i)
@@ -320,7 +320,7 @@ class GraphFacts:
             if i is None or i in seen:
                 continue
             seen.add(i)
-            stack.extend(x for x in _all_inputs(self.model.graph.node[i]) if x)
+            stack.extend(x for x in all_inputs(self.model.graph.node[i]) if x)
         pos = {n: p for p, n in enumerate(self.order)}
         return sorted(seen, key=pos.__getitem__)
 
@@ -331,22 +331,22 @@ class GraphFacts:
 _GRAPH = onnx.AttributeProto.GRAPH
 
 
-def _all_inputs(node: NodeProto) -> list[str]:
+def all_inputs(node: NodeProto) -> list[str]:
     """The node's inputs plus tensors its subgraphs read from the outer scope."""
     names = [x for x in node.input if x]
     for attr in node.attribute:
         for sub in (attr.g,) if attr.type == _GRAPH else attr.graphs:
-            names.extend(_outer_reads(sub))
+            names.extend(outer_reads(sub))
     return names
 
 
-def _outer_reads(graph: onnx.GraphProto) -> list[str]:
+def outer_reads(graph: onnx.GraphProto) -> list[str]:
     local = {i.name for i in graph.input} | {t.name for t in graph.initializer}
     for n in graph.node:
         local.update(o for o in n.output if o)
     reads = []
     for n in graph.node:
-        for x in _all_inputs(n):
+        for x in all_inputs(n):
             if x and x not in local:
                 reads.append(x)
     for o in graph.output:
@@ -465,12 +465,12 @@ def _toposort(
     graph: onnx.GraphProto, producer: dict[str, int], reads: list[list[str]] | None = None
 ) -> list[int]:
     """Kahn's algorithm, stable (keeps file order among ready nodes). Nodes in a cycle are appended last.
-    `reads`: each node's `_all_inputs`, when the caller has them already."""
+    `reads`: each node's `all_inputs`, when the caller has them already."""
     import heapq
 
     n = len(graph.node)
     if reads is None:
-        reads = [_all_inputs(node) for node in graph.node]
+        reads = [all_inputs(node) for node in graph.node]
     # Most files are already in topological order (the spec asks for it). Then the stable order is the file
     # order itself: by induction, nodes 0..k-1 placed, node k's producers all come before it, so it is ready
     # and the smallest ready index. One pass checks that, instead of the heap.
@@ -520,7 +520,7 @@ def _constant_tensors(
             continue
         if domain not in ("", "ai.onnx"):
             continue  # a custom op's semantics are unknown: never fold through it
-        ins = _all_inputs(node) if reads is None else reads[i]
+        ins = all_inputs(node) if reads is None else reads[i]
         if op == "Constant" or (ins and all(x in constant for x in ins)):
             constant.update(o for o in node.output if o)
     return constant

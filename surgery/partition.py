@@ -16,7 +16,7 @@ import numpy as np
 from onnx import ModelProto, helper
 
 from surgery.backends.base import Report, Status
-from surgery.graph import GraphFacts, _all_inputs
+from surgery.graph import GraphFacts, all_inputs
 
 
 @dataclass
@@ -115,7 +115,7 @@ def partition(model: ModelProto, report: Report, facts: GraphFacts | None = None
     nodes = model.graph.node
     status = {v.index: v.status for v in report.verdicts}
     ok = [status.get(i) is Status.SUPPORTED for i in range(len(nodes))]
-    ins = [[x for x in dict.fromkeys(_all_inputs(n))] for n in nodes]
+    ins = [[x for x in dict.fromkeys(all_inputs(n))] for n in nodes]
 
     level = [0] * len(nodes)
     for i in facts.order:

@@ -183,7 +183,7 @@ def reduce_model(
     request, surgery.backends.UnknownBackend for an unknown target."""
     from surgery.backends.base import Outcome, Status
     from surgery.diagnose import check_one
-    from surgery.graph import GraphFacts, _all_inputs
+    from surgery.graph import GraphFacts, all_inputs
     from surgery.model import Model
 
     if mode not in ("bisect", "linear"):
@@ -302,7 +302,7 @@ def reduce_model(
     preds = {
         i: {
             facts.producer[x]
-            for x in _all_inputs(graph.node[i])
+            for x in all_inputs(graph.node[i])
             if x in facts.producer and facts.producer[x] != i
         }
         for i in range(n)

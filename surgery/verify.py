@@ -144,7 +144,7 @@ def _cone(model: ModelProto, names: list[str]) -> ModelProto | None:
     model corresponds to, runnable even when the rest holds a node onnxruntime cannot run."""
     from onnx import helper
 
-    from surgery.graph import _all_inputs
+    from surgery.graph import all_inputs
 
     producer = {o: i for i, n in enumerate(model.graph.node) for o in n.output if o}
     if not names or any(n not in producer and n not in {i.name for i in model.graph.input} for n in names):
@@ -154,7 +154,7 @@ def _cone(model: ModelProto, names: list[str]) -> ModelProto | None:
         i = producer.get(stack.pop())
         if i is not None and i not in need:
             need.add(i)
-            stack.extend(_all_inputs(model.graph.node[i]))
+            stack.extend(all_inputs(model.graph.node[i]))
     out = ModelProto()
     out.CopyFrom(model)
     kept = [n for i, n in enumerate(model.graph.node) if i in need]

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from onnx import ModelProto
 
 from surgery.backends.base import Stage, Status, Verdict
-from surgery.graph import GraphFacts, TensorInfo, _all_inputs
+from surgery.graph import GraphFacts, TensorInfo, all_inputs
 from surgery.layout import layered
 
 COLORS = {
@@ -263,7 +263,7 @@ def neighbourhood(facts: GraphFacts, center: int, hops: int) -> set[int]:
         i, d = frontier.popleft()
         if d == hops:
             continue
-        near = [facts.producer[x] for x in _all_inputs(graph.node[i]) if x in facts.producer]
+        near = [facts.producer[x] for x in all_inputs(graph.node[i]) if x in facts.producer]
         for o in graph.node[i].output:
             near += facts.consumers.get(o, [])
         for j in near:

@@ -19,7 +19,7 @@ from pathlib import Path
 from onnx import ModelProto, TensorProto, helper, numpy_helper
 
 from surgery.backends.base import Status
-from surgery.graph import GraphFacts, _all_inputs, constant_tensor, node_signature
+from surgery.graph import GraphFacts, all_inputs, constant_tensor, node_signature
 from surgery.model import decoded
 
 SMALL_CONSTANT_BYTES = 256  # constants this small are part of the signature by value (Resize scales, TopK K)
@@ -58,7 +58,7 @@ def _fold(facts: GraphFacts, name: str) -> TensorProto | None:
     nodes = [facts.model.graph.node[i] for i in cone]
     if any(n.domain not in ("", "ai.onnx") for n in nodes):
         return None
-    needed = {x for n in nodes for x in _all_inputs(n)} - {o for n in nodes for o in n.output}
+    needed = {x for n in nodes for x in all_inputs(n)} - {o for n in nodes for o in n.output}
     inits = [facts.initializers[x] for x in needed if x in facts.initializers]
     if len(inits) != len(needed) or any(t.data_location == TensorProto.EXTERNAL for t in inits):
         return None
@@ -127,7 +127,7 @@ def signature(facts: GraphFacts, index: int) -> tuple:
     outer = sorted(
         (
             (facts.info(x).dtype, _canonical_dims(facts.info(x).shape, {}) or ())
-            for x in dict.fromkeys(_all_inputs(node))
+            for x in dict.fromkeys(all_inputs(node))
             if x not in direct
         ),
         key=repr,  # dims mix ints and symbol names: order by their text
@@ -155,7 +155,7 @@ def probe_names(facts: GraphFacts, index: int) -> tuple[str, ...]:
     """The names a probe of node `index` carries (the node's, then its tensors'): words that mention one of them
     are about this node only. A name that is not UTF-8 is given as text (`decoded`), as the words are."""
     node = facts.model.graph.node[index]
-    return tuple(decoded(x) for x in (node.name, *_all_inputs(node), *node.output) if x)
+    return tuple(decoded(x) for x in (node.name, *all_inputs(node), *node.output) if x)
 
 
 def isolate(facts: GraphFacts, index: int) -> ModelProto:
@@ -163,7 +163,7 @@ def isolate(facts: GraphFacts, index: int) -> ModelProto:
     model = facts.model
     node = model.graph.node[index]
     inputs, inits, seen = [], [], set()
-    for x in _all_inputs(node):
+    for x in all_inputs(node):
         if x in seen:
             continue
         seen.add(x)
@@ -352,7 +352,7 @@ def untyped_inputs(facts: GraphFacts, index: int) -> list[str]:
     typically at a custom op). Alone, such a node is asked about a guess, so a refusal proves little."""
     node = facts.model.graph.node[index]
     out = []
-    for x in dict.fromkeys(_all_inputs(node)):
+    for x in dict.fromkeys(all_inputs(node)):
         info = facts.info(x)
         if not facts.is_constant(x) and (info.shape is None or not info.dtype):
             out.append(x)
@@ -371,7 +371,7 @@ def shape_derived(facts: GraphFacts) -> set[str]:
     derived: set[str] = set()
     for i in facts.order:
         node = facts.model.graph.node[i]
-        ins = [x for x in _all_inputs(node)]
+        ins = [x for x in all_inputs(node)]
         if (node.op_type in SHAPE_SOURCES and not node.domain) or (
             ins and any(x in derived for x in ins) and all(x in derived or facts.is_constant(x) for x in ins)
         ):

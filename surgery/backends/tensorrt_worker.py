@@ -14,7 +14,7 @@ from pathlib import Path
 
 from onnx import ModelProto, helper
 
-from surgery.graph import GraphFacts, _all_inputs
+from surgery.graph import GraphFacts, all_inputs
 
 STANDARD_PLUGIN_OPS = {  # ops full TensorRT 10 imports through its standard plugin library
     "DeformConv": "ModulatedDeformConv2d",
@@ -117,7 +117,7 @@ def _submodel(model: ModelProto, facts: GraphFacts, keep: list[int]) -> ModelPro
     nodes = [graph.node[i] for i in keep]
     produced = {o for n in nodes for o in n.output if o}
     inits = {t.name for t in graph.initializer}
-    consumed_inside = {x for n in nodes for x in _all_inputs(n)}
+    consumed_inside = {x for n in nodes for x in all_inputs(n)}
 
     inputs = [
         facts.value_info(x)
@@ -194,7 +194,7 @@ def check(data: bytes, base_dir: str | None = None, max_rounds: int = 64) -> dic
             break
         for e in tied:
             i = index_map[e["node"]]
-            vague = [x for x in _all_inputs(model.graph.node[i]) if x in tainted]
+            vague = [x for x in all_inputs(model.graph.node[i]) if x in tainted]
             if vague:  # the node lost its real input to a rejected producer: its verdict is not trustworthy
                 verdicts[i] = _verdict(
                     "unknown",
@@ -217,7 +217,7 @@ def check(data: bytes, base_dir: str | None = None, max_rounds: int = 64) -> dic
             if facts.info(vi.name).is_dynamic and vi.name not in facts.graph_inputs
         }
         for j in remaining:
-            if any(x in tainted for x in _all_inputs(model.graph.node[j])):
+            if any(x in tainted for x in all_inputs(model.graph.node[j])):
                 tainted.update(o for o in model.graph.node[j].output if o)
         ok, errors = parse_here(sub.SerializeToString())
         result["parses"] += 1

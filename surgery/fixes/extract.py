@@ -5,7 +5,7 @@ from __future__ import annotations
 from onnx import ModelProto, helper
 
 from surgery.fixes import FixError, Safety, register
-from surgery.graph import GraphFacts, _all_inputs
+from surgery.graph import GraphFacts, all_inputs
 
 
 def region_between(model: ModelProto, inputs: list[str], outputs: list[str]) -> list[int]:
@@ -24,7 +24,7 @@ def region_between(model: ModelProto, inputs: list[str], outputs: list[str]) -> 
                 f"tensor '{t}' is reached from outside the region: it is a graph input, not in {inputs}"
             )
         region.add(i)
-        stack.extend(x for x in _all_inputs(model.graph.node[i]) if x)
+        stack.extend(x for x in all_inputs(model.graph.node[i]) if x)
     return sorted(region)
 
 
@@ -46,7 +46,7 @@ def extract_subgraph(model: ModelProto, inputs: list[str], outputs: list[str]) -
     region = region_between(model, inputs, outputs)
     graph = model.graph
     nodes = [graph.node[i] for i in facts.order if i in set(region)]
-    used = {x for n in nodes for x in _all_inputs(n)}
+    used = {x for n in nodes for x in all_inputs(n)}
 
     g = helper.make_graph(
         nodes,

@@ -16,7 +16,7 @@ from onnx import ModelProto, TensorProto, helper, numpy_helper
 
 from surgery.backends.base import first_line
 from surgery.fixes import FixError, Safety, register
-from surgery.graph import NONDETERMINISTIC_OPS, GraphFacts, _all_inputs, light_copy
+from surgery.graph import NONDETERMINISTIC_OPS, GraphFacts, all_inputs, light_copy
 
 STANDARD = ("", "ai.onnx")
 
@@ -33,7 +33,7 @@ def _foldable(model: ModelProto, facts: GraphFacts) -> tuple[set[str], dict[str,
         node = graph.node[i]
         if node.domain not in STANDARD or node.op_type in NONDETERMINISTIC_OPS:
             continue
-        ins = _all_inputs(node)
+        ins = all_inputs(node)
         if node.op_type == "Constant" or (ins and all(x in const for x in ins)):
             const.update(o for o in node.output if o)
         elif node.op_type in ("Gather", "Slice") and node.input[0] in partial:
@@ -118,9 +118,9 @@ def _evaluate(
         if i is None or i in need:
             continue
         need.add(i)
-        stack.extend(x for x in _all_inputs(graph.node[i]) if x)
+        stack.extend(x for x in all_inputs(graph.node[i]) if x)
     nodes = [graph.node[i] for i in facts.order if i in need]
-    used = {x for n in nodes for x in _all_inputs(n)} | set(targets)
+    used = {x for n in nodes for x in all_inputs(n)} | set(targets)
     inits = [t for t in graph.initializer if t.name in used]
     for name, value in known.items():
         if name in used:
@@ -183,7 +183,7 @@ def _inline_if(graph: onnx.GraphProto, index: int, branch_true: bool) -> None:
     kept = []
     for m in new_nodes:
         implicit = any(
-            m.output[0] in _all_inputs(n) and m.output[0] not in n.input for n in graph.node
+            m.output[0] in all_inputs(n) and m.output[0] not in n.input for n in graph.node
         )  # read from a subgraph by name: keep the name
         if m.op_type == "Identity" and not m.domain and m.output[0] not in graph_outputs and not implicit:
             for n in graph.node:
@@ -218,7 +218,7 @@ def _keep_nodes(graph: onnx.GraphProto, keep: list[int]) -> None:
 def _inputs(node: onnx.NodeProto) -> list[str]:
     """The node's inputs, with what its subgraphs read from outside (the slow path only for subgraph owners)."""
     if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
-        return _all_inputs(node)
+        return all_inputs(node)
     return [x for x in node.input if x]
 
 
@@ -358,7 +358,7 @@ def _fold_once(model: ModelProto, tensors, size_threshold, inline_if, base_dir, 
             node = graph.node[i]
             if all(o in const for o in node.output if o):
                 continue  # a foldable node: its outputs are folded only where a non-foldable reader needs them
-            for x in _all_inputs(node):
+            for x in all_inputs(node):
                 if x in const and x not in facts.initializers and x not in targets:
                     targets.append(x)
         targets += [o for o in outputs if o in const and o not in facts.initializers and o not in targets]

@@ -28,7 +28,7 @@ from onnx import ModelProto, TensorProto, helper, numpy_helper
 
 from surgery.fixes import FixError, Safety, register
 from surgery.fixes._util import copy_model, fresh_name, opset
-from surgery.graph import GraphFacts, _all_inputs, _outer_reads
+from surgery.graph import GraphFacts, all_inputs, outer_reads
 
 I32 = np.iinfo(np.int32)
 INT32_T = "tensor(int32)"
@@ -162,7 +162,7 @@ class _Caster:
         for n in self.graph.node:
             for a in n.attribute:
                 for sub in [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs):
-                    self.pinned.update(_outer_reads(sub))
+                    self.pinned.update(outer_reads(sub))
         self.name32: dict[str, str] = {}  # tensor now INT32 -> the name holding the INT32 value
         self.up: dict[str, str] = {}  # INT32 tensor -> name of its INT64 copy
         self.down: dict[str, str] = {}  # INT64 tensor -> name of its INT32 copy
@@ -301,7 +301,7 @@ class _Caster:
 
     def _retype(self, node) -> None:
         self._pre = 0
-        if not any(x in self.name32 for x in _all_inputs(node)):
+        if not any(x in self.name32 for x in all_inputs(node)):
             return
         schema = self._schema(node)
         if schema is None:  # custom op, subgraph, unknown schema: hand it INT64 everywhere

@@ -20,7 +20,7 @@ from surgery.fixes._util import copy_model, find_node
 
 def _check_closed(model: ModelProto, region: list[int], outputs: list[str]) -> None:
     """Every tensor made inside the region and read outside it must be one of the region's outputs."""
-    from surgery.graph import _all_inputs
+    from surgery.graph import all_inputs
 
     inside = set(region)
     made = {o: i for i in region for o in model.graph.node[i].output if o}
@@ -28,7 +28,7 @@ def _check_closed(model: ModelProto, region: list[int], outputs: list[str]) -> N
     for j, n in enumerate(model.graph.node):
         if j in inside:
             continue
-        leaks += [x for x in _all_inputs(n) if x in made and x not in outputs]
+        leaks += [x for x in all_inputs(n) if x in made and x not in outputs]
     leaks += [o.name for o in model.graph.output if o.name in made and o.name not in outputs]
     if leaks:
         raise FixError(

@@ -25,7 +25,7 @@ from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 
 from surgery.fixes import FixError, Safety, register
 from surgery.fixes._util import copy_model, fresh_name, node_index, opset, used_names
-from surgery.graph import GraphFacts, _all_inputs
+from surgery.graph import GraphFacts, all_inputs
 
 MS = "com.microsoft"
 EIGHT_BIT = (TensorProto.UINT8, TensorProto.INT8)
@@ -156,7 +156,7 @@ class _Edit:
             nodes.extend(self.after.get(i, []))
         del self.graph.node[:]
         self.graph.node.extend(nodes)
-        _prune(self.graph, {x for n in dropped for x in _all_inputs(n)} | self.orphans)
+        _prune(self.graph, {x for n in dropped for x in all_inputs(n)} | self.orphans)
         return self.model
 
 
@@ -166,7 +166,7 @@ def _prune(graph, loose: set[str]) -> None:
     dead or not."""
     outputs = {o.name for o in graph.output}
     while True:
-        read = {x for n in graph.node for x in _all_inputs(n)} | outputs
+        read = {x for n in graph.node for x in all_inputs(n)} | outputs
         dead = [
             k
             for k, n in enumerate(graph.node)
@@ -175,7 +175,7 @@ def _prune(graph, loose: set[str]) -> None:
         if not dead:
             break
         for k in reversed(dead):
-            loose.update(_all_inputs(graph.node[k]))
+            loose.update(all_inputs(graph.node[k]))
             del graph.node[k]
     inputs = {i.name for i in graph.input}  # an initializer that is also an input is part of the interface
     for k in range(len(graph.initializer) - 1, -1, -1):

@@ -570,13 +570,13 @@ def make_plan(
         part_out: list[list[str]] = [[] for _ in groups]
         readers: dict[str, list[int]] = {}
         inside: dict[str, int] = {}  # tensor read only inside a subgraph -> the node that reads it
-        from surgery.graph import _all_inputs
+        from surgery.graph import all_inputs
 
         for k, g in enumerate(groups):
             for i in g.nodes:
                 node = graph.node[i]
                 direct = set(node.input)
-                for x in _all_inputs(node):
+                for x in all_inputs(node):
                     if not x or facts.is_constant(x):
                         continue
                     p = facts.producer.get(x)
@@ -624,7 +624,7 @@ def make_plan(
             backend = target if g.kind == TARGET else fallback
             part_fold = set(fold)
             if g.kind == TARGET:  # a constant the target refuses to compute is handed over as a value
-                for x in {x for i in g.nodes for x in _all_inputs(graph.node[i])}:
+                for x in {x for i in g.nodes for x in all_inputs(graph.node[i])}:
                     if facts.is_constant(x) and set(facts.constant_producers(x)) & rejected_consts:
                         part_fold.add(x)
             try:
@@ -752,7 +752,7 @@ def _second_look(proto, facts, report, kinds: dict[int, str], target: str, base_
     reason that holds there too (a plugin TensorRT-RTX lacks) stays unknown, and the node falls back."""
     from surgery.backends.base import Status
     from surgery.diagnose import check_one
-    from surgery.graph import _all_inputs
+    from surgery.graph import all_inputs
 
     graph = proto.graph
     status = {v.index: v.status for v in report.verdicts}
@@ -762,7 +762,7 @@ def _second_look(proto, facts, report, kinds: dict[int, str], target: str, base_
 
     def clean(i: int) -> bool:
         node = graph.node[i]
-        ins = [x for x in _all_inputs(node) if x and not facts.is_constant(x)]
+        ins = [x for x in all_inputs(node) if x and not facts.is_constant(x)]
         return all(_numeric(facts, x) for x in [*ins, *(o for o in node.output if o)])
 
     keep = [i for i in kinds if status.get(i) is not Status.REJECTED and clean(i)]

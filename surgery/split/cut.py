@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import onnx
 from onnx import ModelProto, TensorProto, helper
 
-from surgery.graph import GraphFacts, _all_inputs, dtype_name
+from surgery.graph import GraphFacts, all_inputs, dtype_name
 
 
 class CutError(Exception):
@@ -92,7 +92,7 @@ def cut(
     produced = {o for i in own for o in graph.node[i].output if o}
     reads: list[str] = []
     for i in own:
-        reads.extend(x for x in _all_inputs(graph.node[i]) if x and x not in produced)
+        reads.extend(x for x in all_inputs(graph.node[i]) if x and x not in produced)
     reads.extend(o for o in outputs if o not in produced)  # an output passed straight through, or a constant
     reads = list(dict.fromkeys(reads))
 
@@ -114,11 +114,11 @@ def cut(
             cone.update(facts.constant_producers(x))
     cone_nodes = sorted(cone - set(own), key=pos.__getitem__)
     for i in cone_nodes:
-        for x in _all_inputs(graph.node[i]):
+        for x in all_inputs(graph.node[i]):
             if x in facts.initializers:
                 inits[x] = facts.initializers[x]
     for i in own:
-        for x in _all_inputs(graph.node[i]):
+        for x in all_inputs(graph.node[i]):
             if x in facts.initializers and facts.is_constant(x):
                 inits[x] = facts.initializers[x]
     if folded:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from surgery.graph import GraphFacts, _all_inputs
+from surgery.graph import GraphFacts, all_inputs
 
 TARGET, FALLBACK = "target", "fallback"
 MERGE_INDEPENDENT_UP_TO = 200  # parts: above this only parts joined by an edge are merged (cost is cubic)
@@ -44,7 +44,7 @@ def constant_nodes(facts: GraphFacts) -> set[int]:
 def _producers(facts: GraphFacts, i: int, skip: set[int]) -> set[int]:
     g = facts.model.graph
     out = set()
-    for x in _all_inputs(g.node[i]):
+    for x in all_inputs(g.node[i]):
         p = facts.producer.get(x)
         if p is not None and p != i and p not in skip and not facts.is_constant(x):
             out.add(p)
