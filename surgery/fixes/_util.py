@@ -74,7 +74,3 @@ def rename_input_everywhere(graph: onnx.GraphProto, old: str, new: str) -> None:
     for o in graph.output:
         if o.name == old:
             raise FixError(f"tensor '{old}' is a graph output; it cannot be rewired away")
-
-
-def opset(model: ModelProto) -> int:
-    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)

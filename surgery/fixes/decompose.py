@@ -16,7 +16,7 @@ from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 
 from surgery.fixes import FixError, Safety, register
 from surgery.fixes._util import copy_model, find_node, fresh_name, replace_node
-from surgery.graph import GraphFacts
+from surgery.graph import GraphFacts, opset_of
 
 DECOMPOSITIONS: dict[tuple[str, str], Callable] = {}
 # modules with more decompositions, imported on first use (each registers its functions)
@@ -50,7 +50,7 @@ def _load_families() -> None:
 def standard_opset(model: ModelProto) -> int:
     """The ai.onnx opset decompositions emit ops for: the model's, else (a model importing only ai.onnx.ml, as
     onnxmltools writes XGBoost) the newest its IR version allows, at most 17; decompose() then imports it."""
-    version = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    version = opset_of(model)
     if version is not None:
         return version
     allowed = [row[2] for row in helper.VERSION_TABLE if row[1] <= max(model.ir_version, 3)]
@@ -210,9 +210,7 @@ def decompose(model: ModelProto, node: str) -> ModelProto:
     new_nodes, inits = fn(n, facts, lambda what: fresh_name(out, f"{prefix}/{what}"))
     replace_node(out.graph, i, new_nodes)
     out.graph.initializer.extend(inits)
-    if any(m.domain in ("", "ai.onnx") for m in new_nodes) and not any(
-        o.domain in ("", "ai.onnx") for o in out.opset_import
-    ):
+    if any(m.domain in ("", "ai.onnx") for m in new_nodes) and opset_of(out) is None:
         out.opset_import.append(helper.make_opsetid("", standard_opset(model)))
     _retype_outputs(out, {o for m in new_nodes for o in m.output})
     used = {m.domain for m in out.graph.node}

@@ -22,8 +22,8 @@ from onnx import ModelProto, NodeProto, helper, numpy_helper
 
 from surgery.backends.base import first_line
 from surgery.fixes import FixError, Safety, register
-from surgery.fixes._util import copy_model, find_node, fresh_name, opset, replace_node
-from surgery.graph import GraphFacts, constant_tensor
+from surgery.fixes._util import copy_model, find_node, fresh_name, replace_node
+from surgery.graph import GraphFacts, constant_tensor, opset_of
 
 TORCHVISION_INPUTS = ("input", "weight", "offset", "mask", "bias")
 TORCHVISION_SCALARS = (
@@ -163,10 +163,10 @@ def deform_conv(model: ModelProto, node: str, form: str = "plugin", version: str
     if form not in ("plugin", "onnx"):
         raise FixError(f"form '{form}' is not known. Note: forms are plugin, onnx")
     out = copy_model(model)
-    if form == "onnx" and opset(out) < 19:
+    if form == "onnx" and (opset_of(out) or 0) < 19:
         if not upgrade_opset:
             raise FixError(
-                f"ONNX DeformConv needs opset 19; the model is at opset {opset(out)}. Note: set upgrade_opset, or "
+                f"ONNX DeformConv needs opset 19; the model is at opset {opset_of(out) or 0}. Note: set upgrade_opset, or "
                 "use form plugin"
             )
         out = _upgraded(out, node)

@@ -16,8 +16,8 @@ import onnx
 from onnx import ModelProto, helper, numpy_helper
 
 from surgery.fixes import FixError, Safety, register
-from surgery.fixes._util import copy_model, find_node, fresh_name, node_index, opset, used_names
-from surgery.graph import GraphFacts, TensorInfo, light_copy, tensor_info_from_type
+from surgery.fixes._util import copy_model, find_node, fresh_name, node_index, used_names
+from surgery.graph import GraphFacts, TensorInfo, light_copy, opset_of, tensor_info_from_type
 
 
 def _has_axes(n) -> bool:
@@ -121,7 +121,7 @@ def _explicit(out: ModelProto, i: int, facts: GraphFacts, key: str, used: set[st
             f"'{n.input[0]}' has no static dimension of size 1 ({info.shape_str()}); nothing to squeeze. "
             "Note: a dynamic dim is never listed (see the module doc); freeze the shapes first"
         )
-    if opset(out) >= 13:
+    if (opset_of(out) or 0) >= 13:
         name = fresh_name(out, f"{n.name or 'Squeeze'}/axes", used)
         out.graph.initializer.append(numpy_helper.from_array(np.array(axes, np.int64), name))
         if len(n.input) == 1:

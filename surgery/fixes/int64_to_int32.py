@@ -27,8 +27,8 @@ import onnx
 from onnx import ModelProto, TensorProto, helper, numpy_helper
 
 from surgery.fixes import FixError, Safety, register
-from surgery.fixes._util import copy_model, fresh_name, opset
-from surgery.graph import GraphFacts, all_inputs, outer_reads
+from surgery.fixes._util import copy_model, fresh_name
+from surgery.graph import GraphFacts, all_inputs, opset_of, outer_reads
 
 I32 = np.iinfo(np.int32)
 INT32_T = "tensor(int32)"
@@ -157,7 +157,7 @@ class _Caster:
 
     def __init__(self, model: ModelProto, facts: GraphFacts):
         self.model, self.graph, self.facts = model, model.graph, facts
-        self.opset = opset(model)
+        self.opset = opset_of(model) or 0
         self.pinned = {o.name for o in self.graph.output}  # names whose INT64 type is part of the interface
         for n in self.graph.node:
             for a in n.attribute:

@@ -6,7 +6,7 @@ from onnx import ModelProto, version_converter
 
 from surgery.backends.base import first_line
 from surgery.fixes import FixError, Safety, register
-from surgery.fixes._util import opset
+from surgery.graph import opset_of
 
 
 @register(
@@ -16,7 +16,7 @@ from surgery.fixes._util import opset
     params={"target": "int: the ai.onnx opset to convert to (ir_version is raised if that opset needs it)"},
 )
 def opset_upgrade(model: ModelProto, target: int) -> ModelProto:
-    if opset(model) == int(target):
+    if opset_of(model) == int(target):
         raise FixError(f"the model is already at opset {target}")
     try:
         out = version_converter.convert_version(model, int(target))

@@ -24,8 +24,8 @@ import numpy as np
 from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 
 from surgery.fixes import FixError, Safety, register
-from surgery.fixes._util import copy_model, fresh_name, node_index, opset, used_names
-from surgery.graph import GraphFacts, all_inputs
+from surgery.fixes._util import copy_model, fresh_name, node_index, used_names
+from surgery.graph import GraphFacts, all_inputs, opset_of
 
 MS = "com.microsoft"
 EIGHT_BIT = (TensorProto.UINT8, TensorProto.INT8)
@@ -346,7 +346,7 @@ def _clamp(edit: _Edit, q: NodeProto, scale: np.ndarray, zp: np.ndarray, axis: i
     i = edit.index(q)
     if scale.size == 1:
         low, high = low.reshape([]), high.reshape([])
-        if opset(edit.model) >= 11:
+        if (opset_of(edit.model) or 0) >= 11:
             ins = [x, edit.init(f"{base}/low", low), edit.init(f"{base}/high", high)]
             edit.before.setdefault(i, []).append(edit.node("Clip", ins, [clipped], f"{base}/Clip"))
         else:
@@ -384,7 +384,7 @@ def ort_dequantize(dq: NodeProto, arrays: list[np.ndarray], model: ModelProto) -
     out = helper.make_tensor_value_info("y", helper.np_dtype_to_tensor_dtype(arrays[1].dtype), None)
     graph = helper.make_graph([node], "dq", [], [out], inits)
     sub = helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", opset(model))], ir_version=model.ir_version
+        graph, opset_imports=[helper.make_opsetid("", opset_of(model) or 0)], ir_version=model.ir_version
     )
     return make_session(sub).run(None, {})[0]
 
