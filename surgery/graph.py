@@ -12,8 +12,9 @@ from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
 import onnx
-from onnx import ModelProto, NodeProto, TensorProto
+from onnx import ModelProto, NodeProto, TensorProto, numpy_helper
 
 from surgery.backends.base import first_line
 
@@ -301,6 +302,17 @@ class GraphFacts:
         p = self.producer_of(tensor)
         return p is not None and p.op_type == "Constant" and p.domain in ("", "ai.onnx")
 
+    def weights_tensor(self, tensor: str) -> TensorProto | None:
+        """The value behind a weights input (`is_weights`): the initializer, or the tensor a Constant node holds
+        in its `value` attribute. None for an absent input, any other tensor, and a Constant's other forms."""
+        t = self.initializers.get(tensor)
+        if t is not None or not tensor:
+            return t
+        p = self.producer_of(tensor)
+        if p is None or p.op_type != "Constant" or p.domain not in ("", "ai.onnx"):
+            return None
+        return constant_tensor(p)
+
     def producer_of(self, tensor: str) -> NodeProto | None:
         i = self.producer.get(tensor)
         return None if i is None else self.model.graph.node[i]
@@ -353,6 +365,24 @@ def outer_reads(graph: onnx.GraphProto) -> list[str]:
         if o.name not in local:
             reads.append(o.name)
     return reads
+
+
+def folds_through(node: NodeProto) -> bool:
+    """Whether the node's outputs are constant when all its inputs are: an ai.onnx op that is not random (a
+    custom op's semantics are unknown: never fold through it). The one rule of constant propagation."""
+    return node.domain in ("", "ai.onnx") and node.op_type not in NONDETERMINISTIC_OPS
+
+
+_INT32 = np.iinfo(np.int32)
+
+
+def beyond_int32(t: TensorProto) -> np.ndarray:
+    """The values of an INT64 tensor that INT32 cannot hold, flattened (empty for any other type, and for
+    external data, which is not read)."""
+    if t.data_type != TensorProto.INT64 or t.data_location == TensorProto.EXTERNAL:
+        return np.zeros(0, np.int64)
+    a = numpy_helper.to_array(t).reshape(-1)
+    return a[(a > _INT32.max) | (a < _INT32.min)]
 
 
 def constant_tensor(node: NodeProto) -> TensorProto | None:
@@ -515,12 +545,9 @@ def _constant_tensors(
     nodes = graph.node if nodes is None else nodes
     for i in order:
         node = nodes[i]
-        op, domain = node.op_type, node.domain
-        if op in NONDETERMINISTIC_OPS and not domain:
+        if not folds_through(node):
             continue
-        if domain not in ("", "ai.onnx"):
-            continue  # a custom op's semantics are unknown: never fold through it
         ins = all_inputs(node) if reads is None else reads[i]
-        if op == "Constant" or (ins and all(x in constant for x in ins)):
+        if node.op_type == "Constant" or (ins and all(x in constant for x in ins)):
             constant.update(o for o in node.output if o)
     return constant

@@ -314,14 +314,7 @@ def constant_value(facts: GraphFacts, tensor: str, limit: int = 64):
     elements (a numpy array), else None. External data is not read."""
     from onnx import numpy_helper
 
-    from surgery.graph import constant_tensor
-
-    t = facts.initializers.get(tensor)
-    if t is None:
-        producer = facts.producer_of(tensor)
-        if producer is None or producer.op_type != "Constant":
-            return None
-        t = constant_tensor(producer)
+    t = facts.weights_tensor(tensor)
     if t is None or t.data_location == 1:  # EXTERNAL
         return None
     n = 1

@@ -19,7 +19,7 @@ from pathlib import Path
 from onnx import ModelProto, TensorProto, helper, numpy_helper
 
 from surgery.backends.base import Status
-from surgery.graph import GraphFacts, all_inputs, constant_tensor, node_signature
+from surgery.graph import GraphFacts, all_inputs, node_signature
 from surgery.model import decoded
 
 SMALL_CONSTANT_BYTES = 256  # constants this small are part of the signature by value (Resize scales, TopK K)
@@ -34,16 +34,14 @@ def _const_tensor(facts: GraphFacts, name: str) -> TensorProto | None:
     evaluated with the ONNX reference runtime. None when it is not constant or cannot be had cheaply."""
     if name in facts.initializers:
         return facts.initializers[name]
-    producer = facts.producer_of(name)
-    if producer is None or name not in facts.constant:
+    if facts.producer_of(name) is None or name not in facts.constant:
         return None
-    if producer.op_type == "Constant" and not producer.domain:
-        value = constant_tensor(producer)
-        if value is not None:
-            t = TensorProto()
-            t.CopyFrom(value)
-            t.name = name
-            return t
+    value = facts.weights_tensor(name)  # a Constant node's value
+    if value is not None:
+        t = TensorProto()
+        t.CopyFrom(value)
+        t.name = name
+        return t
     return _fold(facts, name)
 
 

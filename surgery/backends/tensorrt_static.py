@@ -38,7 +38,7 @@ from surgery.backends.base import (
     Status,
     Verdict,
 )
-from surgery.graph import GraphFacts, constant_tensor, opset_of
+from surgery.graph import GraphFacts, beyond_int32, opset_of
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 TABLES_PATH = DATA_DIR / "tensorrt_support.json"
@@ -358,21 +358,12 @@ def t_squeeze_without_axes_dynamic(node, facts):
     return None
 
 
-_I32 = np.iinfo(np.int32)
-
-
 def int64_out_of_int32(facts: GraphFacts, node: NodeProto):
     """(input index, name, first values) of INT64 constants of `node` with values outside the INT32 range."""
     for k, x in enumerate(node.input):
-        t = facts.initializers.get(x)
-        if t is None:
-            p = facts.producer_of(x) if x else None
-            t = constant_tensor(p) if p is not None and p.op_type == "Constant" else None
-        if t is None or t.data_type != TensorProto.INT64 or t.data_location == TensorProto.EXTERNAL:
-            continue
-        a = numpy_helper.to_array(t)
-        if a.size and (a.max() > _I32.max or a.min() < _I32.min):
-            yield k, x, a.reshape(-1)[:4].tolist()
+        t = facts.weights_tensor(x)
+        if t is not None and beyond_int32(t).size:
+            yield k, x, numpy_helper.to_array(t).reshape(-1)[:4].tolist()
 
 
 def t_int64_data_out_of_int32(node, facts):
@@ -567,10 +558,7 @@ def t_makes_low_precision(node, facts):
 
 def t_nonzero_zero_point(node, facts):
     z = _input(node, 2)
-    t = facts.initializers.get(z) if z else None
-    if t is None and z:
-        p = facts.producer_of(z)
-        t = constant_tensor(p) if p is not None and p.op_type == "Constant" else None
+    t = facts.weights_tensor(z)
     if t is None or t.data_location == TensorProto.EXTERNAL:
         return None
     values = numpy_helper.to_array(t)

@@ -62,11 +62,9 @@ def _attrs(node: NodeProto) -> dict:
 
 
 def _const_value(facts: GraphFacts, name: str) -> np.ndarray:
-    if name in facts.initializers:
-        return numpy_helper.to_array(facts.initializers[name])
-    producer = facts.producer_of(name)
-    if producer is not None and producer.op_type == "Constant":
-        return numpy_helper.to_array(next(a.t for a in producer.attribute if a.name == "value"))
+    t = facts.weights_tensor(name)
+    if t is not None:
+        return numpy_helper.to_array(t)
     raise FixError(f"input '{name}' is not a constant; fold constants first")
 
 

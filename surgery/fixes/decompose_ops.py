@@ -121,13 +121,9 @@ class Ops:
         name = self.input(i)
         if not name:
             raise FixError(f"{self.label} has no {what} input")
-        if name in self.facts.initializers:
-            return numpy_helper.to_array(self.facts.initializers[name])
-        producer = self.facts.producer_of(name)
-        if producer is not None and producer.op_type == "Constant" and producer.domain in ("", "ai.onnx"):
-            attr = next((a for a in producer.attribute if a.name == "value"), None)
-            if attr is not None:
-                return numpy_helper.to_array(attr.t)
+        t = self.facts.weights_tensor(name)
+        if t is not None:
+            return numpy_helper.to_array(t)
         if self.facts.is_constant(name):
             from surgery.fixes.fold_constants import _evaluate
 

@@ -23,7 +23,7 @@ from onnx import ModelProto, NodeProto, helper, numpy_helper
 from surgery.backends.base import first_line
 from surgery.fixes import FixError, Safety, register
 from surgery.fixes._util import copy_model, find_node, fresh_name, replace_node
-from surgery.graph import GraphFacts, constant_tensor, opset_of
+from surgery.graph import GraphFacts, opset_of
 
 TORCHVISION_INPUTS = ("input", "weight", "offset", "mask", "bias")
 TORCHVISION_SCALARS = (
@@ -53,10 +53,7 @@ def _scalar(facts: GraphFacts, node: NodeProto, name: str, index: int) -> int:
     if name in attrs:
         return int(attrs[name])
     x = node.input[index] if len(node.input) > index else ""
-    t = facts.initializers.get(x)
-    if t is None and x:
-        p = facts.producer_of(x)
-        t = constant_tensor(p) if p is not None and p.op_type == "Constant" else None
+    t = facts.weights_tensor(x)
     if t is None:
         raise FixError(
             f"deform_conv2d '{node.name}': its {name} (input {index}, '{x}') is not a constant. Note: fold constants "

@@ -28,7 +28,7 @@ from onnx import ModelProto, TensorProto, helper, numpy_helper
 
 from surgery.fixes import FixError, Safety, register
 from surgery.fixes._util import copy_model, fresh_name
-from surgery.graph import GraphFacts, all_inputs, opset_of, outer_reads
+from surgery.graph import GraphFacts, all_inputs, beyond_int32, constant_tensor, opset_of, outer_reads
 
 I32 = np.iinfo(np.int32)
 INT32_T = "tensor(int32)"
@@ -57,10 +57,6 @@ _SHAPE_ARITHMETIC = frozenset(
 )
 
 
-def _out_of_range(a: np.ndarray) -> np.ndarray:
-    return a[(a > I32.max) | (a < I32.min)]
-
-
 def _constants(graph: onnx.GraphProto) -> dict[str, TensorProto]:
     """INT64 constant tensors by name: initializers (not overridable inputs) and Constant nodes' values."""
     inputs = {vi.name for vi in graph.input}
@@ -72,10 +68,9 @@ def _constants(graph: onnx.GraphProto) -> dict[str, TensorProto]:
         and t.data_location != TensorProto.EXTERNAL
     }
     for n in graph.node:
-        if n.op_type == "Constant" and not n.domain and n.output:
-            for a in n.attribute:
-                if a.name == "value" and a.t.data_type == TensorProto.INT64:
-                    found[n.output[0]] = a.t
+        t = constant_tensor(n) if n.op_type == "Constant" and not n.domain and n.output else None
+        if t is not None and t.data_type == TensorProto.INT64:
+            found[n.output[0]] = t
     return found
 
 
@@ -100,10 +95,10 @@ def int64_to_int32(model: ModelProto, only_slice_bounds: bool = False) -> ModelP
             readers.setdefault(x, []).append((n, k))
     clamped, refused = 0, []
     for name, t in consts.items():
-        values = numpy_helper.to_array(t)
-        bad = _out_of_range(values)
+        bad = beyond_int32(t)
         if not bad.size:
             continue
+        values = numpy_helper.to_array(t)
         uses = readers.get(name, [])
         if uses and all(n.op_type == "Slice" and k in (1, 2) for n, k in uses):
             t.CopyFrom(numpy_helper.from_array(_clamp_slice_bound(values, uses, consts, facts), t.name))

@@ -67,16 +67,9 @@ def _value(facts: GraphFacts, name: str) -> np.ndarray | None:
     """A tensor's value when it is a constant (initializer, Constant, or a constant chain), else None."""
     if not name:
         return None
-    if name in facts.initializers:
-        t = facts.initializers[name]
-        if t.data_location == TensorProto.EXTERNAL:
-            return None
-        return numpy_helper.to_array(t)
-    producer = facts.producer_of(name)
-    if producer is not None and producer.op_type == "Constant" and _domain(producer) == "":
-        attr = next((a for a in producer.attribute if a.name == "value"), None)
-        if attr is not None:
-            return numpy_helper.to_array(attr.t)
+    t = facts.weights_tensor(name)  # an initializer or a Constant's value
+    if t is not None:
+        return None if t.data_location == TensorProto.EXTERNAL else numpy_helper.to_array(t)
     if facts.is_constant(name):
         from surgery.fixes.fold_constants import _evaluate
 

@@ -6,13 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-import numpy as np
-from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
+from onnx import ModelProto, NodeProto, helper
 
-from surgery.graph import GraphFacts, dtype_name
+from surgery.graph import GraphFacts, beyond_int32, dtype_name
 from surgery.rulebook.schema import Rule
-
-I32 = np.iinfo(np.int32)
 
 
 @dataclass
@@ -20,6 +17,15 @@ class Context:
     """What conditions look at: the model's facts, computed once per model version."""
 
     model: ModelProto
+
+    @classmethod
+    def of_scope(cls, facts: GraphFacts) -> Context:
+        """The context of an If/Loop/Scan body or a local function (surgery.graph.scope_facts): its facts see
+        what the body reads from the outer scope, so `foldable` and `weights` mean there what they mean to a
+        fold or a parser working inside the body."""
+        ctx = cls(facts.model)
+        ctx.__dict__["facts"] = facts
+        return ctx
 
     @cached_property
     def facts(self) -> GraphFacts:
@@ -33,13 +39,7 @@ class Context:
 
     @cached_property
     def out_of_int32(self) -> set[str]:
-        bad = set()
-        for name, t in self.facts.initializers.items():
-            if t.data_type == TensorProto.INT64 and t.data_location != TensorProto.EXTERNAL:
-                a = numpy_helper.to_array(t)
-                if a.size and (a.max() > I32.max or a.min() < I32.min):
-                    bad.add(name)
-        return bad
+        return {name for name, t in self.facts.initializers.items() if beyond_int32(t).size}
 
 
 def _attr(node: NodeProto, name: str):

@@ -55,9 +55,7 @@ def rule_from_step(
             continue
         referenced = f"$input[{i}]" in repr(params)
         if referenced:  # the fix works on this input: what made it possible is part of the match
-            producer = ctx.facts.producer_of(x)
-            weights = x in ctx.facts.initializers or (producer is not None and producer.op_type == "Constant")
-            cond = {"foldable": x in ctx.foldable, "weights": weights}
+            cond = {"foldable": x in ctx.foldable, "weights": ctx.facts.is_weights(x)}
             inputs[i] = cond
     attrs = {}
     if not inputs:  # the fix is about the node itself: keep its mode flags (scalar ints) as conditions
