@@ -194,6 +194,14 @@ class GraphFacts:
     shape_inference_error: str | None = None
     inferred: bool = False  # shape inference ran (its results, or its error, are in `tensors`)
     functions: dict[tuple[str, str], onnx.FunctionProto] = field(default_factory=dict)
+    typed: onnx.GraphProto | None = (
+        None  # the graph after shape inference, nodes and bodies included, if kept
+    )
+    # a body's facts (scope_facts): where it is ('If_0/then_branch'), the facts of the scope around it, and what
+    # each name it reads from outside stands for there (a function's formal input -> the caller's tensor)
+    path: str = ""
+    parent: GraphFacts | None = None
+    free: dict[str, str] = field(default_factory=dict)
 
     # -- construction ------------------------------------------------------------------------------------
     @classmethod
@@ -229,7 +237,11 @@ class GraphFacts:
         """These facts with the dtypes and shapes of `inferred`, the main graph after shape inference (which
         may have run elsewhere: the app infers a big model's shapes in a worker process after the first draw)."""
         return dataclasses.replace(
-            self, tensors=self.tensors.retyped(inferred), shape_inference_error=error, inferred=True
+            self,
+            tensors=self.tensors.retyped(inferred),
+            shape_inference_error=error,
+            inferred=True,
+            typed=inferred if len(inferred.node) == len(self.model.graph.node) else None,
         )
 
     @classmethod
@@ -341,6 +353,138 @@ class GraphFacts:
 
 
 _GRAPH = onnx.AttributeProto.GRAPH
+BODY_OPS = ("If", "Loop", "Scan")
+
+
+def bodies(node: NodeProto) -> list[tuple[str, onnx.GraphProto]]:
+    """The node's subgraphs, named as in `iter_subgraphs` paths ('then_branch', 'body', 'branches[1]')."""
+    out = []
+    for attr in node.attribute:
+        subs = [attr.g] if attr.type == _GRAPH else list(attr.graphs)
+        for i, sub in enumerate(subs):
+            out.append((attr.name if len(subs) == 1 else f"{attr.name}[{i}]", sub))
+    return out
+
+
+def body_facts(outer: GraphFacts, index: int, name: str) -> GraphFacts:
+    """The facts of the body `name` (see `bodies`) of the node at `index` of `outer`'s graph."""
+    node = outer.model.graph.node[index]
+    body = dict(bodies(node))[name]
+    typed = None
+    if outer.typed is not None and index < len(outer.typed.node):
+        typed = dict(bodies(outer.typed.node[index])).get(name)
+    return scope_facts(outer, body, path=f"{outer.path}{outer.keys[index]}/{name}/", typed=typed)
+
+
+def function_facts(
+    outer: GraphFacts, function: onnx.FunctionProto, call: NodeProto | None = None, path: str = ""
+) -> GraphFacts:
+    """The facts of a model-local function's body. With `call`, its formal inputs stand for the caller's
+    tensors (an initializer passed in is a weight inside, as a parser that imports the body sees it); without,
+    they are run-time values (what holds for every call: the facts a fold inside the function may use)."""
+    bind = None
+    if call is not None:
+        bind = {f: (call.input[k] if k < len(call.input) else "") for k, f in enumerate(function.input)}
+    name = f"{function.domain}::{function.name}" if function.domain else function.name
+    return scope_facts(outer, function, path=path or f"{name}/", bind=bind)
+
+
+def iter_scopes(facts: GraphFacts, *, functions: bool = True) -> Iterator[GraphFacts]:
+    """The facts of every If/Loop/Scan body under `facts`' graph (outer bodies before the bodies inside them),
+    then, for the main graph with `functions`, each model-local function's body (formal inputs as run-time
+    values) and the bodies inside it. A body node's key is its scope's `path` + its key there."""
+    for index, node in enumerate(facts.model.graph.node):
+        for name, _ in bodies(node):
+            inner = body_facts(facts, index, name)
+            yield inner
+            yield from iter_scopes(inner, functions=False)
+    if functions and facts.parent is None:
+        for f in facts.model.functions:
+            inner = function_facts(facts, f)
+            yield inner
+            yield from iter_scopes(inner, functions=False)
+
+
+def find_node(facts: GraphFacts, key: str) -> tuple[GraphFacts, int] | None:
+    """(the scope's facts, the node's index there) for a node key of the main graph or of a body ('If_0/
+    then_branch/Resize_3'); None when no node has that key."""
+    if key in facts.index:
+        return facts, facts.index[key]
+    if "/" not in key:
+        return None
+    for scope in iter_scopes(facts):
+        if key.startswith(scope.path) and key[len(scope.path) :] in scope.index:
+            return scope, scope.index[key[len(scope.path) :]]
+    return None
+
+
+def scope_facts(
+    outer: GraphFacts,
+    body: onnx.GraphProto | onnx.FunctionProto,
+    *,
+    path: str,
+    bind: dict[str, str] | None = None,
+    typed: onnx.GraphProto | None = None,
+) -> GraphFacts:
+    """Facts of an If/Loop/Scan body or a function body, with what it reads from the scope around it: an outer
+    weight (initializer or Constant output) is a weight here too, a tensor computed only from constants there is
+    a constant here, and an outer tensor keeps its type. A body's own inputs (a Loop's iteration count,
+    condition and carried values, a Scan's slices) are run-time values, never constants. The facts' model is a
+    copy holding the body as its graph (node indices are the body's); `path` ends with '/' and prefixes the
+    body's node keys."""
+    m = ModelProto()
+    m.ir_version = outer.model.ir_version
+    if isinstance(body, onnx.FunctionProto):
+        m.opset_import.extend(body.opset_import or outer.model.opset_import)
+        g = m.graph
+        g.name = body.name
+        g.node.extend(body.node)
+        g.output.extend(onnx.helper.make_empty_tensor_value_info(o) for o in body.output)
+        g.value_info.extend(getattr(body, "value_info", ()))  # IR 10 functions may type their tensors
+        if bind is None:
+            g.input.extend(onnx.helper.make_empty_tensor_value_info(x) for x in body.input)
+            free = {}
+        else:
+            free = {f: a for f, a in bind.items() if a}
+    else:
+        m.opset_import.extend(outer.model.opset_import)
+        m.graph.CopyFrom(body)
+        if typed is not None:
+            del m.graph.value_info[:]
+            m.graph.value_info.extend(typed.value_info)
+        free = {x: x for x in outer_reads(body)}
+    weights: dict[str, TensorProto] = {}
+    constant: set[str] = set()
+    for x, o in free.items():
+        if outer.is_weights(o):
+            t = outer.initializers.get(o)
+            p = outer.producer_of(o) if t is None else None
+            t = constant_tensor(p) if p is not None else t
+            if t is not None:
+                weights[x] = t
+        if outer.is_constant(o) or x in weights:
+            constant.add(x)
+        info = outer.info(o)
+        if info.dtype:
+            shape = (
+                None if info.shape is None else [d if isinstance(d, (int, str)) else None for d in info.shape]
+            )
+            m.graph.value_info.append(onnx.helper.make_tensor_value_info(x, info.dtype, shape))
+    facts = GraphFacts._declared(m)
+    facts.initializers.update(weights)
+    seeds = dict.fromkeys(constant) | {k: v for k, v in facts.initializers.items()}
+    const = _constant_tensors(m.graph, facts.order, seeds, m.ir_version)
+    return dataclasses.replace(
+        facts,
+        graph_inputs=[],  # not network inputs: the parser does not import them as such
+        constant=const,
+        functions=outer.functions,
+        typed=typed,
+        path=path,
+        parent=outer,
+        free=free,
+        inferred=outer.inferred,
+    )
 
 
 def all_inputs(node: NodeProto) -> list[str]:

@@ -38,7 +38,7 @@ from surgery.backends.base import (
     Status,
     Verdict,
 )
-from surgery.graph import GraphFacts, beyond_int32, opset_of
+from surgery.graph import BODY_OPS, GraphFacts, beyond_int32, opset_of
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 TABLES_PATH = DATA_DIR / "tensorrt_support.json"
@@ -700,27 +700,43 @@ class TensorRTStaticBackend:
 
     def _body_problem(
         self, node: NodeProto, facts: GraphFacts | None = None
-    ) -> tuple[Problem, NodeProto] | None:
-        """The parser imports If/Loop/Scan bodies, and local functions' bodies, with the same importers: an op
-        there without importer refuses the node."""
+    ) -> tuple[list[Problem], NodeProto] | None:
+        """The parser imports If/Loop/Scan bodies, and local functions' bodies, with the same importers and the
+        same checks: the first body node it refuses refuses the node (with every problem of that body node, and
+        the body node at fault, deepest first). A body reads the outer scope: an outer initializer or Constant is
+        a weight there too, and a local function's formal input is what the caller passes."""
+        from surgery.graph import bodies, function_facts, scope_facts
+
+        scopes = []
         function = self._local_function(node, facts) if facts is not None else None
-        bodies = [function.node] if function is not None else []
-        for a in node.attribute:
-            bodies += [g.node for g in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs))]
-        for nodes in bodies:
-            for n in nodes:
-                if facts is not None and self._local_function(n, facts) is not None:
-                    deeper = self._body_problem(n, facts)
+        if function is not None:
+            scopes.append(function_facts(facts, function, call=node))
+        for name, body in bodies(node):
+            if facts is None:
+                scopes.append((name, body))
+                continue
+            index = next((i for i, n in enumerate(facts.model.graph.node) if n is node), None)
+            if index is not None:
+                from surgery.graph import body_facts
+
+                scopes.append(body_facts(facts, index, name))
+            else:
+                scopes.append(scope_facts(facts, body, path=f"{name}/"))
+        for scope in scopes:
+            if isinstance(scope, tuple):  # no facts to check against: importers only
+                for n in scope[1].node:
+                    found = self._table_problem(n)
+                    if found:
+                        return [found], n
+                    deeper = self._body_problem(n) if n.op_type in BODY_OPS else None
                     if deeper:
                         return deeper
-                    continue
-                found = self._table_problem(n)
-                if found:
-                    return found, n
-                if n.op_type in ("If", "Loop", "Scan"):
-                    deeper = self._body_problem(n, facts)
-                    if deeper:
-                        return deeper
+                continue
+            for i in scope.order:
+                n = scope.model.graph.node[i]
+                problems, inner = self._problems(n, scope)
+                if problems:
+                    return problems, inner if inner is not None else n
         return None
 
     # -- types and constant inputs the table asks for ---------------------------------------------------------
@@ -785,16 +801,16 @@ class TensorRTStaticBackend:
         and the body node at fault when it is inside an If/Loop/Scan body."""
         if self._local_function(node, facts) is not None:
             inner = self._body_problem(node, facts)
-            return ([inner[0]], inner[1]) if inner else ([], None)
+            return inner if inner else ([], None)
         found = self._table_problem(node)
         if found:
             return [found], None
         if node.op_type not in self.table["ops"] or (node.domain or "") == ML_DOMAIN:
             return [], None  # a standard plugin of this version imports it
-        if node.op_type in ("If", "Loop", "Scan"):
+        if node.op_type in BODY_OPS:
             inner = self._body_problem(node, facts)
             if inner:
-                return [inner[0]], inner[1]
+                return inner
         row = self.table["ops"][node.op_type]
         for static in (True, False):
             broken = []  # static checkers report every problem of a node; an importer stops at its first
