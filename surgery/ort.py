@@ -155,12 +155,13 @@ def seeded_inputs(
             raise ValueError(
                 f"input '{vi.name}' has type {info.dtype_name}, which seeded inputs cannot generate"
             )
+        # np.asarray: a scalar input (shape []) is a 0-d array, not a numpy scalar onnxruntime refuses
         if np_type is np.bool_:
-            feeds[vi.name] = rng.random(shape) > 0.5
+            feeds[vi.name] = np.asarray(rng.random(shape) > 0.5)
         elif np.issubdtype(np_type, np.integer):
-            feeds[vi.name] = rng.integers(0, 4, size=shape).astype(np_type)
+            feeds[vi.name] = np.asarray(rng.integers(0, 4, size=shape).astype(np_type))
         else:
-            feeds[vi.name] = rng.standard_normal(shape).astype(np_type)
+            feeds[vi.name] = np.asarray(rng.standard_normal(shape).astype(np_type))
     return feeds
 
 

@@ -280,6 +280,12 @@ def _run_or_cone(reference, original, changed, feeds, base_dir):
         return _run(cone, feeds, base_dir)
 
 
+# Bool inputs (an If's run-time condition, a flag) are fed every way as well as seeded: each combination of all-true
+# and all-false for up to BOOL_COMBINATIONS_UP_TO of them (2^k runs), else all true and all false together, so that
+# both branches of a conditional are compared, whatever the seed draws.
+BOOL_COMBINATIONS_UP_TO = 3
+
+
 def verify(
     original: ModelProto,
     changed: ModelProto,
@@ -296,8 +302,82 @@ def verify(
     Outputs are matched by name; an output of the original missing from the changed model is matched to an
     unmatched output at the same position (reported as renamed), else reported as removed. An EXACT fix fails
     when an output's mean relative error exceeds its dtype's threshold (see the module doc), when an output's
-    shape or dtype changes, or when an output is removed.
+    shape or dtype changes, or when an output is removed. Without `feeds`, bool inputs are also fed all true and
+    all false (see BOOL_COMBINATIONS_UP_TO); the report then holds the worst of the runs, per output.
     """
+    report, used = _verify_once(
+        original,
+        changed,
+        base_dir=base_dir,
+        feeds=feeds,
+        seed=seed,
+        safety=safety,
+        rtol_fp32=rtol_fp32,
+        dims=dims,
+    )
+    if feeds is not None or report.status == "skipped" or not used:
+        return report
+    flags = [k for k, v in used.items() if np.asarray(v).dtype == np.bool_]
+    if not flags:
+        return report
+    import itertools
+
+    if len(flags) <= BOOL_COMBINATIONS_UP_TO:
+        ways = list(itertools.product((True, False), repeat=len(flags)))
+    else:
+        ways = [(True,) * len(flags), (False,) * len(flags)]
+    reports, said = [report], []
+    for way in ways:
+        variant = dict(used)
+        for name, value in zip(flags, way):
+            variant[name] = np.full(np.shape(used[name]), value, dtype=np.bool_)
+        said.append(", ".join(f"{n}={'true' if v else 'false'}" for n, v in zip(flags, way)))
+        one, _ = _verify_once(
+            original, changed, base_dir=base_dir, feeds=variant, seed=seed, safety=safety, rtol_fp32=rtol_fp32
+        )
+        reports.append(one)
+    return _worst(reports, f"bool inputs fed both ways ({'; '.join(said)}) as well as seeded")
+
+
+def _worst(reports: list[VerifyReport], note: str) -> VerifyReport:
+    """One report for several runs: per output the largest errors, failed when one run failed, skipped when one
+    could not run (with its message)."""
+    skipped = next((r for r in reports if r.status == "skipped"), None)
+    if skipped is not None:
+        return skipped
+    first = reports[0]
+    outputs = []
+    for k, o in enumerate(first.outputs):
+        same = [r.outputs[k] for r in reports if k < len(r.outputs) and r.outputs[k].name == o.name]
+        worst = max(same, key=lambda e: (e.mean_rel, e.max_abs))
+        outputs.append(
+            OutputError(
+                o.name,
+                max(e.max_abs for e in same),
+                max(e.mean_rel for e in same),
+                o.shape,
+                worst.note,
+                o.dtype,
+                o.changed_name,
+            )
+        )
+    messages = list(dict.fromkeys(m for r in reports for m in r.message.split("; ") if m))
+    status = "failed" if any(r.status == "failed" for r in reports) else "ok"
+    return VerifyReport(status, first.safety, outputs, "; ".join([*messages, note]), first.seed, first.feeds)
+
+
+def _verify_once(
+    original: ModelProto,
+    changed: ModelProto,
+    *,
+    base_dir: str | Path | None = None,
+    feeds: dict[str, np.ndarray] | None = None,
+    seed: int = 0,
+    safety: Safety | str = Safety.EXACT,
+    rtol_fp32: float = EXACT_MEAN_REL_FP32,
+    dims: dict[str, int] | None = None,
+) -> tuple[VerifyReport, dict[str, np.ndarray] | None]:
+    """`verify` on one set of inputs: the report and the inputs it ran with (None when it did not run)."""
     safety = Safety(safety)
     # a changed model may expose tensors the original computes inside (an extracted subgraph): compare those
     reference = _with_outputs(original, [o.name for o in changed.graph.output])
@@ -314,7 +394,7 @@ def verify(
                     raise
                 return VerifyReport(
                     "skipped", safety.value, message=f"no inputs to run with: {exc}", seed=seed
-                )
+                ), None
         else:
             a = _run_or_cone(reference, original, changed, feeds, base_dir)
         shapes = {k: list(np.shape(v)) for k, v in feeds.items()}
@@ -328,7 +408,7 @@ def verify(
             message=f"not verifiable with onnxruntime: the {which} model does not run ({line})",
             seed=seed,
             feeds=shapes,
-        )
+        ), None
     declared = [o.name for o in original.graph.output]
     a_order = declared + [n for n in a if n not in declared]
     b_order = [o.name for o in changed.graph.output]
@@ -402,4 +482,5 @@ def verify(
             "the original's float outputs are all zero on these inputs, so this comparison shows little "
             "(seeded integer inputs are 0..3: lengths and indices may need real values)"
         )
-    return VerifyReport("failed" if failed else "ok", safety.value, outputs, "; ".join(notes), seed, shapes)
+    report = VerifyReport("failed" if failed else "ok", safety.value, outputs, "; ".join(notes), seed, shapes)
+    return report, feeds

@@ -10,6 +10,8 @@ that runs. All values are computed in one onnxruntime session.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import onnx
 from onnx import ModelProto, TensorProto, helper, numpy_helper
@@ -27,6 +29,7 @@ def _foldable(model: ModelProto, facts: GraphFacts) -> tuple[set[str], dict[str,
     # before IR 4 every initializer is also listed as an input: they are constants all the same
     inputs = {vi.name for vi in graph.input} if model.ir_version >= 4 else set()
     const = {name for name in facts.initializers if name not in inputs}
+    const.update(x for x in facts.free if x in facts.constant)  # a body: what it reads of the outer constants
     known: dict[str, np.ndarray] = {}
     partial: dict[str, list[int | None]] = {}  # Shape outputs of tensors with some dynamic dims
     for i in facts.order:
@@ -259,35 +262,286 @@ def _remove_dead(graph: onnx.GraphProto, removable: set[int]) -> None:
 @register(
     "fold_constants",
     safety=Safety.EXACT,
-    summary="Fold constant subgraphs (and shapes of statically shaped tensors) into initializers.",
+    summary="Fold constant subgraphs (and shapes of statically shaped tensors) into initializers, in If/Loop/Scan "
+    "bodies and local functions too.",
     params={
         "tensors": "list of tensor names: fold only the constant chains computing these, each into one "
-        "initializer, nothing else changes (default: the whole graph)",
+        "initializer, nothing else changes (default: the whole graph); a name computed inside an If/Loop/Scan "
+        "body or a local function is folded there",
         "size_threshold": "int, bytes: a folded value larger than this is not materialised; its producers "
         "stay (default: no limit)",
         "max_bytes": "int, bytes: refuse (FixError naming the tensor and its reader) when a value to fold is "
         "larger than this, before computing it where its shape is known (default: no limit)",
         "inline_if": "bool: replace an If whose condition folds by the nodes of the branch that runs, "
         "names prefixed with the If's name (default true; whole-graph mode only)",
+        "bodies": "bool: whole-graph mode also folds inside If/Loop/Scan bodies and model-local functions: a body "
+        "tensor computed only from the body's constants and the outer scope's constants folds into a body "
+        "initializer (a function's: a Constant node); one that reads a loop-carried value, a scan slice, a "
+        "function input or a run-time outer tensor does not (default true)",
+        "body_errors": "'skip' or 'raise': when folding inside one body fails (onnxruntime cannot evaluate its "
+        "constants, max_bytes), 'skip' leaves that body as it was and says so (a FoldSkipped warning; "
+        "onnx-graphsurgeon's error_ok), 'raise' refuses the whole fix (default 'skip'; whole-graph mode)",
         "base_dir": "str: folder of the model's external data, read only for folded tensors (the "
         "workspace sets it)",
     },
 )
 def fold_constants(
-    model: ModelProto, tensors=None, size_threshold=None, inline_if=True, base_dir=None, max_bytes=None
+    model: ModelProto,
+    tensors=None,
+    size_threshold=None,
+    inline_if=True,
+    base_dir=None,
+    max_bytes=None,
+    bodies=True,
+    body_errors="skip",
 ):
+    if body_errors not in ("skip", "raise"):
+        raise FixError(f"body_errors must be 'skip' or 'raise', got {body_errors!r}")
     out = ModelProto()
     out.CopyFrom(model)
     limit = _check_limit(max_bytes)
+    options = (size_threshold, inline_if, base_dir, limit)
+    if tensors is not None:
+        tensors = list(tensors)
+        where = _scopes_of(out, tensors)
+        main = [t for t in tensors if where.get(t) is None]
+        if main or not where:
+            _fold_once(out, main, size_threshold, inline_if, base_dir, limit)
+        for path, names in _group(where).items():
+            _fold_in(out, path, names, options, raise_errors=True)
+        if where:  # an outer Constant only the folded chain read goes with it
+            _remove_dead(out.graph, {i for i, n in enumerate(out.graph.node) if n.op_type == "Constant"})
+        _toposort_in_place(out.graph)
+        return out
     # a round can expose more: an inlined If's branch, or a Shape whose input became static once a computed
     # Reshape target folded. Without Shape, Size or If left, one round is the fixpoint.
     for _ in range(8):
         changed = _fold_once(out, tensors, size_threshold, inline_if, base_dir, limit)
-        if not changed or tensors is not None:
+        if not changed:
             break
         if not any(n.op_type in ("Shape", "Size", "If") and not n.domain for n in out.graph.node):
             break
     _toposort_in_place(out.graph)
+    if bodies:
+        skipped, done = [], set()
+        while (
+            True
+        ):  # outer bodies first; a fold may inline an If inside a body: list the bodies again each time
+            path = next((p for p in _body_paths(out) if p not in done), None)
+            if path is None:
+                break
+            done.add(path)
+            why = _fold_in(out, path, None, options, raise_errors=body_errors == "raise")
+            if why:
+                skipped.append(f"{path}: {why}")
+        if done:  # what the bodies read of the outer scope may be gone
+            _remove_dead(out.graph, {i for i, n in enumerate(out.graph.node) if n.op_type == "Constant"})
+        if skipped:
+            warnings.warn(
+                FoldSkipped("folding skipped in " + "; ".join(skipped) + " (left as they were)"), stacklevel=2
+            )
+    return out
+
+
+class FoldSkipped(UserWarning):
+    """Folding inside a body failed and that body was left as it was (body_errors='skip')."""
+
+
+# -- bodies: If/Loop/Scan subgraphs and model-local functions ------------------------------------------------------
+# A body is named by its path: 'If_key/then_branch' (nested: 'If_key/then_branch/Loop_key/body'), a function by
+# 'domain::name' ('name' in the default domain). Tensor names are unique across scopes (ONNX forbids shadowing),
+# so a tensor names its body.
+
+
+def _function_name(f: onnx.FunctionProto) -> str:
+    return f"{f.domain}::{f.name}" if f.domain else f.name
+
+
+def _body_paths(model: ModelProto) -> list[str]:
+    """Every body's path, outer bodies before the bodies inside them, then the local functions (and theirs)."""
+    from surgery.graph import bodies as node_bodies
+    from surgery.graph import node_keys
+
+    out = []
+
+    def walk(graph_nodes, prefix):
+        for key, node in zip(node_keys(graph_nodes), graph_nodes):
+            for name, body in node_bodies(node):
+                path = f"{prefix}{key}/{name}"
+                out.append(path)
+                walk(list(body.node), path + "/")
+
+    walk(list(model.graph.node), "")
+    for f in model.functions:
+        out.append(_function_name(f))
+        walk(list(f.node), _function_name(f) + "/")
+    return out
+
+
+def _scopes_of(model: ModelProto, tensors: list[str]) -> dict[str, str]:
+    """tensor -> the path of the body that computes it, for the tensors computed in a body (not the main graph)."""
+    wanted, where = set(tensors), {}
+    main = {o for n in model.graph.node for o in n.output} | {t.name for t in model.graph.initializer}
+    for path in _body_paths(model):
+        holder = _resolve(model, path)
+        nodes = holder.node
+        for n in nodes:
+            for o in n.output:
+                if o in wanted and o not in main and o not in where:
+                    where[o] = path
+    return where
+
+
+def _group(where: dict[str, str]) -> dict[str, list[str]]:
+    groups: dict[str, list[str]] = {}
+    for t, path in where.items():
+        groups.setdefault(path, []).append(t)
+    return groups
+
+
+def _resolve(model: ModelProto, path: str):
+    """The GraphProto (or FunctionProto) at `path`, in `model` itself (to be edited in place)."""
+    from surgery.graph import bodies as node_bodies
+    from surgery.graph import node_keys
+
+    functions = {_function_name(f): f for f in model.functions}
+    holder, rest = model.graph, path
+    for name in sorted(functions, key=len, reverse=True):
+        if path == name or path.startswith(name + "/"):
+            holder, rest = functions[name], path[len(name) + 1 :]
+            break
+    else:
+        if path in functions:
+            return functions[path]
+    while rest:
+        nodes = list(holder.node)
+        for key, node in sorted(zip(node_keys(nodes), nodes), key=lambda kn: -len(kn[0])):
+            if rest.startswith(key + "/"):
+                tail = rest[len(key) + 1 :]
+                for name, body in sorted(node_bodies(node), key=lambda nb: -len(nb[0])):
+                    if tail == name or tail.startswith(name + "/"):
+                        holder, rest = body, tail[len(name) + 1 :]
+                        break
+                else:
+                    continue
+                break
+        else:
+            raise FixError(f"no body '{path}' in the model")
+    return holder
+
+
+def _scope_facts(model: ModelProto, path: str, typed_model: ModelProto | None) -> GraphFacts:
+    """The facts of the body at `path`, its outer scopes' facts computed on the way (with the types of
+    `typed_model`, the model after shape inference, where given)."""
+    from surgery.graph import body_facts, function_facts
+
+    main = GraphFacts.of(model, infer=False)
+    if typed_model is not None:
+        import dataclasses
+
+        main = dataclasses.replace(main, typed=typed_model.graph)
+    functions = {_function_name(f): f for f in model.functions}
+    facts, rest = main, path
+    for name in sorted(functions, key=len, reverse=True):
+        if path == name or path.startswith(name + "/"):
+            facts, rest = function_facts(main, functions[name], path=name + "/"), path[len(name) + 1 :]
+            break
+    while rest:
+        for index, key in sorted(enumerate(facts.keys), key=lambda ik: -len(ik[1])):
+            if rest.startswith(key + "/"):
+                from surgery.graph import bodies as node_bodies
+
+                tail = rest[len(key) + 1 :]
+                names = sorted(
+                    (n for n, _ in node_bodies(facts.model.graph.node[index])), key=len, reverse=True
+                )
+                name = next((n for n in names if tail == n or tail.startswith(n + "/")), None)
+                if name is None:
+                    continue
+                facts, rest = body_facts(facts, index, name), tail[len(name) + 1 :]
+                break
+        else:
+            raise FixError(f"no body '{path}' in the model")
+    return facts
+
+
+def _fold_in(model: ModelProto, path: str, tensors, options, *, raise_errors: bool) -> str:
+    """Fold inside the body at `path` (whole body, or the chains of `tensors`), writing the result into `model`;
+    '' when done, else why it was skipped (raised as FixError with raise_errors)."""
+    size_threshold, inline_if, base_dir, limit = options
+    holder = _resolve(model, path)
+    is_function = isinstance(holder, onnx.FunctionProto)
+    if tensors is None and not is_function and not holder.node:
+        return ""
+    typed = _typed(model) if any(n.op_type in ("Shape", "Size") for n in holder.node) else None
+    try:
+        facts = _scope_facts(model, path, typed)
+        work = ModelProto()
+        work.CopyFrom(facts.model)  # the body as a graph, with the outer tensors' types
+        for _ in range(1 if tensors is not None else 8):
+            changed = _fold_once(work, tensors, size_threshold, inline_if, base_dir, limit, facts=facts)
+            if not changed:
+                break
+            facts = _refresh(facts, work)
+        _toposort_in_place(work.graph)
+    except Exception as exc:  # noqa: BLE001 - a body that cannot fold is skipped (or refused) whole
+        why = first_line(str(exc)) or type(exc).__name__
+        if raise_errors:
+            raise FixError(f"folding inside {path}: {why}") from None
+        return why
+    if is_function:  # a function has no initializers: what folded becomes Constant nodes at its start
+        consts = [
+            helper.make_node("Constant", [], [t.name], name=f"{t.name}/Constant", value=t)
+            for t in work.graph.initializer
+        ]
+        del holder.node[:]
+        holder.node.extend(consts + list(work.graph.node))
+    else:
+        del holder.node[:]
+        holder.node.extend(work.graph.node)
+        del holder.initializer[:]
+        holder.initializer.extend(work.graph.initializer)
+    return ""
+
+
+def _refresh(facts: GraphFacts, work: ModelProto) -> GraphFacts:
+    """The facts of a body after a round changed it (same scope, same outer facts)."""
+    from surgery.graph import scope_facts
+
+    if facts.parent is None:  # a function folded as a graph of its own: formal inputs are its inputs
+        return GraphFacts.of(work, infer=False)
+    return scope_facts(facts.parent, work.graph, path=facts.path, typed=facts.typed)
+
+
+def _typed(model: ModelProto) -> ModelProto | None:
+    """The model after shape inference with data propagation (bodies' value_info filled), or None."""
+    try:
+        return onnx.shape_inference.infer_shapes(
+            light_copy(model), check_type=False, strict_mode=False, data_prop=True
+        )
+    except Exception:
+        return None
+
+
+def _outer_values(facts: GraphFacts, base_dir) -> dict[str, np.ndarray]:
+    """The values of the outer constants a body reads, by the body's names for them (computed in the outer scope
+    where they are not weights there)."""
+    out: dict[str, np.ndarray] = {}
+    parent = facts.parent
+    pending = []
+    for x, o in facts.free.items():
+        if x not in facts.constant:
+            continue
+        t = facts.initializers.get(x)
+        if t is not None:
+            out[x] = numpy_helper.to_array(t, base_dir) if base_dir else numpy_helper.to_array(t)
+        else:
+            pending.append((x, o))
+    if pending:
+        known = _outer_values(parent, base_dir) if parent.parent is not None else {}
+        _, more = _foldable(parent.model, parent)
+        values = _evaluate(parent.model, parent, [o for _, o in pending], {**known, **more}, base_dir)
+        out.update({x: values[o] for x, o in pending})
     return out
 
 
@@ -332,10 +586,16 @@ def _too_big(facts: GraphFacts, tensor: str, nbytes: int, limit: int) -> FixErro
     )
 
 
-def _fold_once(model: ModelProto, tensors, size_threshold, inline_if, base_dir, limit=None) -> bool:
+def _fold_once(
+    model: ModelProto, tensors, size_threshold, inline_if, base_dir, limit=None, facts=None
+) -> bool:
+    """One round on `model.graph`; `facts`: the facts of a body (scope_facts), whose outer constants are
+    read as values and never folded into the body (they are the outer scope's to fold)."""
     graph = model.graph
-    facts = _facts(model)
+    facts = _facts(model) if facts is None else facts
     const, known = _foldable(model, facts)
+    if facts.parent is not None:
+        known.update(_outer_values(facts, base_dir))
     outputs = {o.name for o in graph.output}
     if tensors is not None:
         missing = [t for t in tensors if t not in const]
@@ -372,6 +632,7 @@ def _fold_once(model: ModelProto, tensors, size_threshold, inline_if, base_dir, 
         and all(o not in const for o in graph.node[i].output)
     ]
     cond_targets = [graph.node[i].input[0] for i in ifs if graph.node[i].input[0] not in facts.initializers]
+    targets = [t for t in targets if t not in facts.free]
     eval_targets = list(dict.fromkeys(targets + cond_targets))
     if not eval_targets and not ifs:
         return False

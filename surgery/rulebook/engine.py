@@ -51,6 +51,9 @@ class Proposal:
     safety: str
     needs: str | None = None
     nodes: tuple[str, ...] = ()  # a batch: every node key the step acts on
+    # a node inside an If/Loop/Scan body or a local function: the main-graph nodes that hold it (the If, the
+    # calls of the function); its key is the body's path + its key there ('/if/If/then_branch//then/Resize')
+    owners: tuple[str, ...] = ()
 
     def where(self) -> str:
         """'Resize '/up/Resize'' or '121 Conv nodes ('n0', 'n8', ...)'."""
@@ -181,21 +184,71 @@ def propose(
         order = [i for i in order if ctx.facts.keys[i] in only]
     for i in order:
         node, key = nodes[i], ctx.facts.keys[i]
-        for rule in rules_for(node.op_type):
-            if not matches(ctx, rule, node):
-                continue
-            try:
-                hit = matched_any_input(ctx, rule, node)
-                params = _substitute(rule.params, node, model, key, values or {}, rule.id, hit)
-            except NeedsValue as exc:
-                step, needs = None, exc.what
-            except FixError:
-                continue
-            else:
-                step, needs = Step(rule.primitive, params, rule=rule.id, note=rule.title), None
-            what = rule.what.split(". ")[0].rstrip(".")
-            text = f"{what} — {step.describe() if step else f'needs a value for {needs}'}"
-            out.append(Proposal(rule, key, node.op_type, step, text, rule.safety, needs))
+        out += _node_proposals(ctx, node, key, rules_for(node.op_type), model, values)
+    # inside If/Loop/Scan bodies and local functions: the rules whose primitive works there (by tensor name)
+    inside = [r for r in active if r.primitive in BODY_PRIMITIVES]
+    if inside and (only is None or any("/" in k for k in only)) and _has_bodies(model):
+        from surgery.graph import iter_scopes
+
+        for scope in iter_scopes(ctx.facts):
+            sctx = Context.of_scope(scope)
+            owners = _owners(ctx.facts, scope)
+            for i in scope.order:
+                node, key = scope.model.graph.node[i], scope.path + scope.keys[i]
+                if only is not None and key not in only:
+                    continue
+                named = {id(r) for r in rules_for(node.op_type)}
+                mine = [r for r in inside if id(r) in named]
+                for p in _node_proposals(sctx, node, key, mine, scope.model, values):
+                    p.owners = owners
+                    out.append(p)
+    return out
+
+
+# fix primitives that can act inside a body (they name tensors, and tensor names are unique across scopes); the
+# others take main-graph node keys, so their rules are not proposed for body nodes
+BODY_PRIMITIVES = frozenset({"fold_constants"})
+
+
+def _has_bodies(model: ModelProto) -> bool:
+    from onnx import AttributeProto
+
+    graphs = (AttributeProto.GRAPH, AttributeProto.GRAPHS)
+    return bool(model.functions) or any(a.type in graphs for n in model.graph.node for a in n.attribute)
+
+
+def _owners(main, scope) -> tuple[str, ...]:
+    """The main-graph node keys that hold a body: the node whose attribute it is (for a nested body, the
+    outermost one's), or the nodes that call the function."""
+    top = scope
+    while top.parent is not None and top.parent.parent is not None:
+        top = top.parent
+    if top.path.endswith("/") and not any(top.path.startswith(k + "/") for k in main.keys):
+        name = top.path[:-1]  # a function: 'domain::name' or 'name'
+        domain, _, op = name.rpartition("::")
+        return tuple(
+            k for k, n in zip(main.keys, main.model.graph.node) if (n.domain or "", n.op_type) == (domain, op)
+        )
+    return tuple(k for k in sorted(main.keys, key=len, reverse=True) if top.path.startswith(k + "/"))[:1]
+
+
+def _node_proposals(ctx, node, key, rules, model, values) -> list[Proposal]:
+    out = []
+    for rule in rules:
+        if not matches(ctx, rule, node):
+            continue
+        try:
+            hit = matched_any_input(ctx, rule, node)
+            params = _substitute(rule.params, node, model, key, values or {}, rule.id, hit)
+        except NeedsValue as exc:
+            step, needs = None, exc.what
+        except FixError:
+            continue
+        else:
+            step, needs = Step(rule.primitive, params, rule=rule.id, note=rule.title), None
+        what = rule.what.split(". ")[0].rstrip(".")
+        text = f"{what} — {step.describe() if step else f'needs a value for {needs}'}"
+        out.append(Proposal(rule, key, node.op_type, step, text, rule.safety, needs))
     return out
 
 
@@ -421,7 +474,11 @@ def run_rules(
         ctx = Context(workspace.current)
         ready = []
         for proposal in propose(workspace.current, rules, targets, values, ctx=ctx):
-            if eligible is not None and proposal.node not in eligible:
+            if (
+                eligible is not None
+                and proposal.node not in eligible
+                and not eligible.intersection(proposal.owners)
+            ):
                 continue
             if (state, proposal.rule.id, proposal.node) in tried:
                 continue

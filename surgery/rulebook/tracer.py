@@ -26,11 +26,34 @@ def explain(
         ok = applies_to(rule, targets)
         specs = ", ".join(f"{t} {v}" if v not in ("*", "") else t for t, v in rule.targets.items())
         head = [f"{'✓' if ok else '✗'} the rule is for {specs or 'any target'}; asked: {', '.join(targets)}"]
-    if node_key not in ctx.facts.index:
+    from surgery.graph import find_node
+
+    found = find_node(ctx.facts, node_key)
+    if found is None:
         sample = ", ".join(list(ctx.facts.index)[:5])
         return [*head, f"✗ no node '{node_key}' in the model. Note: node keys look like: {sample}"]
-    node = ctx.facts.node(node_key)
+    scope, index = found
+    if scope is not ctx.facts:  # a node inside a body: its conditions are read in the body's scope
+        ctx = Context.of_scope(scope)
+    node = scope.model.graph.node[index]
     return head + [("✓ " if ok else "✗ ") + reason for ok, reason in explain_node(ctx, rule, node)]
+
+
+def _body_nodes(ctx: Context, key: str) -> list[tuple[str, str]]:
+    """(key, op type) of every node inside the bodies a main-graph node holds, and inside the local function it
+    calls: where a refusal of that node may come from (the predictor names the body node at fault)."""
+    from surgery.graph import iter_scopes
+
+    if key not in ctx.facts.index:
+        return []
+    node = ctx.facts.node(key)
+    calls = (node.domain or "", node.op_type) in ctx.facts.functions
+    fname = f"{node.domain}::{node.op_type}/" if node.domain else f"{node.op_type}/"
+    out = []
+    for scope in iter_scopes(ctx.facts):
+        if scope.path.startswith(key + "/") or (calls and scope.path.startswith(fname)):
+            out += [(scope.path + k, n.op_type) for k, n in zip(scope.keys, scope.model.graph.node)]
+    return out
 
 
 def unrepaired(model: ModelProto, reports: list, rules: list[Rule]) -> list[tuple[str, str]]:
@@ -48,16 +71,19 @@ def unrepaired(model: ModelProto, reports: list, rules: list[Rule]) -> list[tupl
                 continue
             seen.add(v.node)
             near = []
+            inside = _body_nodes(ctx, v.node) if v.index >= 0 else []
             for rule in rules:
                 if not (rule.answers and rule.answers_verdict(v) and applies_to(rule, [r.backend])):
                     continue
                 if rule.match["op"] in ("*", ["*"]):  # a rule for any op (inlining) is not meant for this one
                     continue
-                trace = explain(model, rule, v.node, ctx)
-                if trace and trace[0].startswith("✓"):  # the rule is for this op type: a near miss
-                    failed = [x[2:] for x in trace if x.startswith("✗")]
-                    if failed:
-                        near.append(f"{rule.id} does not match {v.op_type} '{v.node}': {'; '.join(failed)}")
+                # the node itself, then the nodes in its bodies the rule is for (a Resize inside an If branch)
+                for key, op in [(v.node, v.op_type), *inside]:
+                    trace = explain(model, rule, key, ctx)
+                    if trace and trace[0].startswith("✓"):  # the rule is for this op type: a near miss
+                        failed = [x[2:] for x in trace if x.startswith("✗")]
+                        if failed:
+                            near.append(f"{rule.id} does not match {op} '{key}': {'; '.join(failed)}")
             if near:
                 out += [(v.node, line) for line in near]
             else:
