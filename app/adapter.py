@@ -114,7 +114,7 @@ def fingerprint() -> str:
 
 
 def remember_session(new: bool = False, upload: bytes | None = None) -> None:
-    """Save the workspace, its targets, the selected node and each step's node and last verification to the
+    """Save the workspace (each step records its node), its targets, the selected node and the last verification to the
     session in the URL (?session=...); `new` (another model was opened) starts a new session, so that the one
     before stays in the recent list. A session that cannot be written is one line in the sidebar."""
     from surgery import sessions
@@ -123,12 +123,7 @@ def remember_session(new: bool = False, upload: bytes | None = None) -> None:
     sid = s.get("session_id")
     if new or not sid:
         sid = s.session_id = sessions.new_id()
-    nodes = s.get("step_nodes") or {}
-    extra = {
-        "selected": s.get("selected"),
-        "step_nodes": [nodes.get(id(step)) for step in ws.steps],
-        "last_verification": s.get("last_verification"),
-    }
+    extra = {"selected": s.get("selected"), "last_verification": s.get("last_verification")}
     try:
         sessions.save(
             ws,
@@ -186,10 +181,8 @@ def open_session(sid: str) -> str | None:
     except sessions.SessionError as exc:
         return str(exc)
     _set_workspace(restored.workspace, restored.name)
-    s, ws, extra = state(), restored.workspace, restored.extra
+    s, extra = state(), restored.extra
     s.session_id, s.sample, s.targets = sid, restored.sample, restored.targets
-    nodes = extra.get("step_nodes") if isinstance(extra.get("step_nodes"), list) else []
-    s.step_nodes = {id(step): node for step, node in zip(ws.steps, nodes) if isinstance(node, str)}
     if isinstance(extra.get("selected"), str):
         s.selected = extra["selected"]
     last = extra.get("last_verification")
@@ -287,13 +280,90 @@ def infer_shapes_soon() -> None:
         _shapes(fp, _declared_facts(fp, model))
 
 
-def enter_scope(scope: str) -> None:
-    state().setdefault("scopes", []).append(scope)
+def enter_scope(scope: str, instead_of_last: bool = False) -> None:
+    """Open a group in place; `instead_of_last`: it takes the place of the innermost opened one (a sibling)."""
+    scopes = state().setdefault("scopes", [])
+    if instead_of_last and scopes:
+        scopes.pop()
+    scopes.append(scope)
 
 
 def leave_scope(all_levels: bool = False) -> None:
     scopes = state().get("scopes") or []
     del scopes[0 if all_levels else -1 :]
+
+
+def keep_scopes(depth: int) -> None:
+    """Breadcrumb: keep the first `depth` opened groups (0 = the whole graph)."""
+    scopes = state().get("scopes") or []
+    del scopes[depth:]
+
+
+# -- what the pages change: they write the session state only through these ------------------------------------
+
+
+def select(key: str | None) -> None:
+    """Select a node (a click, a search hit, a button); None selects nothing."""
+    state().selected = key
+
+
+def pick(key: str) -> None:
+    """A search hit picked: selected, and remembered, so that a rerun with the same pick does not select it
+    again after another node was selected."""
+    s = state()
+    s.selected = s._last_pick = key
+
+
+def last_pick() -> str | None:
+    return state().get("_last_pick")
+
+
+def new_click(click) -> str | None:
+    """What the graph component reported, the first time it is seen: the clicked ref ('' for the background,
+    'group:...' for a group); None when there is no new click (the component repeats its last value)."""
+    s = state()
+    if not isinstance(click, dict) or click.get("at") == s.get("_last_click_at"):
+        return None
+    s._last_click_at = click.get("at")
+    return click.get("ref") or ""
+
+
+def keep_targets(options: list[str]) -> None:
+    """Drop the chosen targets that are not among `options` (the targets widget is bound to the state)."""
+    s = state()
+    s.targets = [t for t in s.targets if t in options]
+
+
+def _checked() -> set:
+    return state().setdefault("_checked", set())  # (fingerprint, target) pairs checked in this session
+
+
+def checked_targets() -> list[str]:
+    """The chosen targets already checked on this model version in this session (their verdicts are drawn)."""
+    fp = fingerprint()
+    return [t for t in state().targets if (fp, t) in _checked()]
+
+
+def unchecked_targets() -> list[str]:
+    """The chosen targets still to check on this model version, one per run after the page is drawn (none for a
+    big model until its check is asked for)."""
+    if check_pending():
+        return []
+    fp = fingerprint()
+    return [t for t in state().targets if (fp, t) not in _checked()]
+
+
+def mark_checked(target: str) -> None:
+    _checked().add((fingerprint(), target))
+
+
+def walk(name: str) -> None:
+    """A button callback: show lesson `name`'s walkthrough."""
+    state().walk = name
+
+
+def walking() -> str | None:
+    return state().get("walk")
 
 
 @st.cache_resource(show_spinner=False, max_entries=64)  # not cache_data: unpickling 100k verdicts per rerun
@@ -454,31 +524,13 @@ def parse_value(text: str):
     return parse(text)
 
 
-def preview(proposal) -> dict:
-    """What applying the proposal would change: nodes removed and added, and each target's verdict count."""
-    from surgery.graph import node_keys
-    from surgery.workspace import apply_step
+def preview(proposal):
+    """What applying the proposal would change (surgery.preview.StepPreview): nodes removed and added, and each
+    target's rejected count before and after."""
+    from surgery.preview import preview_step
 
     ws = workspace()
-    try:
-        after = apply_step(ws.current, proposal.step, ws.original.base_dir)
-    except Exception as exc:  # a fix that refuses says why, here too
-        return {"removed": [], "added": [], "verdicts": [f"the fix refuses: {exc}"]}
-    before_keys, after_keys = set(node_keys(ws.current.graph.node)), set(node_keys(after.graph.node))
-    lines = []
-    for target in state().targets:
-        from surgery.diagnose import check_one
-
-        b, a = (
-            check_one(ws.current, target, ws.original.base_dir),
-            check_one(after, target, ws.original.base_dir),
-        )
-        lines.append(f"{a.label}: {len(b.rejected)} → {len(a.rejected)} rejected node(s)")
-    return {
-        "removed": sorted(before_keys - after_keys),
-        "added": sorted(after_keys - before_keys),
-        "verdicts": lines,
-    }
+    return preview_step(ws.current, proposal.step, list(state().targets), ws.original.base_dir)
 
 
 def apply_proposal(proposal) -> None:
@@ -489,7 +541,6 @@ def apply_proposal(proposal) -> None:
     try:
         s.last_applied = apply(workspace(), proposal, check=False)
         s.error = None
-        s.setdefault("step_nodes", {})[id(workspace().recipe[-1])] = proposal.node
     except FixError as exc:
         s.error = str(exc)
         return
@@ -499,9 +550,8 @@ def apply_proposal(proposal) -> None:
 
 
 def step_node(n: int) -> str | None:
-    """The node that recipe step `n` (1-based) was applied to, when it was applied in this session."""
-    ws = workspace()
-    return (state().get("step_nodes") or {}).get(id(ws.steps[n - 1]))
+    """The node that recipe step `n` (1-based) was applied to (the step records it)."""
+    return workspace().steps[n - 1].node
 
 
 def save_rule(n: int, node_key: str):
@@ -513,34 +563,11 @@ def save_rule(n: int, node_key: str):
 
 
 @st.cache_resource(show_spinner=False, max_entries=16)
-def walkthrough(name: str) -> dict:
-    """A lesson run end to end by the library on a fresh workspace: the broken model's verdict on the failing
-    node, the rule's proposal, the step applied and verified, and the verdict after."""
-    from surgery.diagnose import check_one
-    from surgery.fixes import FixError
-    from surgery.rulebook import apply, propose
+def walkthrough(name: str):
+    """The lesson run end to end by the library (surgery.samples.walk_through), once per server."""
+    from surgery.samples import walk_through
 
-    les = lesson(name)
-    ws = Workspace.open(sample_path(name))
-    before = check_one(ws.current, les.backend, ws.original.base_dir, depth=les.depth)
-    out = {"lesson": les, "before": before, "verdict": before.by_node().get(les.node or ""), "proposal": None}
-    rule = next(r for r in builtin_rules() if r.id == les.rule)
-    values = rule.example.get("values") or None  # a rule that asks (a shape) gets its example's answer
-    found = [p for p in propose(ws.current, [rule], [les.backend], values=values) if p.step is not None]
-    found.sort(key=lambda p: p.node != les.node)
-    out["values"] = values
-    if not found:
-        out["error"] = f"rule {les.rule} proposes nothing here for {les.backend}"
-        return out
-    out["proposal"] = found[0]
-    try:
-        applied = apply(ws, found[0], targets=[les.backend], depth=les.depth)
-    except FixError as exc:
-        out["error"] = str(exc)
-        return out
-    out["applied"] = applied
-    out["after"] = applied.after[0] if applied.after else None
-    return out
+    return walk_through(name, builtin_rules())
 
 
 @st.cache_resource(show_spinner="Looking for the backends on this machine…")

@@ -53,16 +53,12 @@ def view(report, reports, focus: str | None, hops: int):
 def open_group(view, gid: str) -> None:
     """A click on a group: open it in place. A group inside the opened scope goes one level deeper; a sibling
     of the opened scope takes its place."""
-    scopes = adapter.state().setdefault("scopes", [])
-    if view.opened is not None and gid not in view.inner_groups and scopes:
-        scopes.pop()
-    adapter.enter_scope(gid)
+    adapter.enter_scope(gid, instead_of_last=view.opened is not None and gid not in view.inner_groups)
 
 
 def go_to(depth: int) -> None:
     """Breadcrumb: keep the first `depth` scopes of the trail (0 = the whole graph)."""
-    scopes = adapter.state().get("scopes") or []
-    del scopes[depth:]
+    adapter.keep_scopes(depth)
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)

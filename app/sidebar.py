@@ -40,7 +40,7 @@ def render() -> None:
             if path and st.button("Open path", key="open_path") and adapter.open_path(path):
                 st.rerun()
         options = adapter.target_options()
-        s.targets = [t for t in s.targets if t in options]  # the widget below is bound to this state
+        adapter.keep_targets(options)  # the widget below is bound to this state
         st.multiselect("Targets", options, key="targets", on_change=adapter.targets_changed)
         st.selectbox(
             "Check to",

@@ -23,13 +23,13 @@ import secrets
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from surgery.backends.base import first_line
 from surgery.model import Model, ModelLoadError, fingerprint, load_model
-from surgery.workspace import RECIPE_FORMAT, RecipeError, Workspace, read_recipe
+from surgery.workspace import RECIPE_FORMAT, RecipeError, Step, Workspace, read_recipe
 
 SESSION_FORMAT = "onnx-surgery-session/1"
 SESSION_ID = re.compile(r"[A-Za-z0-9_-]{16,64}")  # token_urlsafe's alphabet; no dot, no slash
@@ -215,6 +215,9 @@ def load(sid: str, root: str | os.PathLike | None = None) -> Restored:
         steps, _ = read_recipe(json.dumps(recipe))
     except (RecipeError, TypeError, ValueError) as exc:  # params that are not a mapping, ...
         raise SessionError(f"session {sid}: {_first(exc)}") from None
+    extra = state.get("extra")
+    extra = extra if isinstance(extra, dict) else {}
+    steps = _with_nodes(steps, extra.pop("step_nodes", None))
     ws = Workspace(model)
     try:
         ws.replay(steps)
@@ -229,7 +232,6 @@ def load(sid: str, root: str | os.PathLike | None = None) -> Restored:
             f"session {sid}: replaying its {state['cursor']} step(s) gives a model with fingerprint {now}, "
             f"not {want} as saved (a fix changed since)"
         )
-    extra = state.get("extra")
     targets = state.get("targets")
     return Restored(
         sid,
@@ -238,9 +240,20 @@ def load(sid: str, root: str | os.PathLike | None = None) -> Restored:
         [t for t in targets if isinstance(t, str)] if isinstance(targets, list) else [],
         float(state["saved_at"]),
         original.get("sample") if isinstance(original.get("sample"), str) else None,
-        extra if isinstance(extra, dict) else {},
+        extra,
         warning,
     )
+
+
+def _with_nodes(steps: list[Step], nodes) -> list[Step]:
+    """Sessions saved before a step recorded its node kept the nodes beside the recipe (extra.step_nodes, a
+    list in step order): a step that names no node of its own takes that one."""
+    if not isinstance(nodes, list):
+        return steps
+    return [
+        replace(s, node=n) if s.node is None and isinstance(n, str) else s
+        for s, n in zip(steps, nodes + [None] * (len(steps) - len(nodes)))
+    ]
 
 
 def _original(sid: str, folder: Path, where: dict[str, Any]) -> Model:

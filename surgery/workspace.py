@@ -34,6 +34,9 @@ class Step:
     params: dict[str, Any] = field(default_factory=dict)
     rule: str | None = None  # the rule that proposed it, if any
     note: str = ""
+    # the node key it was applied to (a rule's proposal: the first node of a batch); where it came from, not
+    # part of the edit, so two steps that make the same edit are equal
+    node: str | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -43,7 +46,14 @@ class Step:
     def from_dict(cls, d: dict[str, Any]) -> Step:
         if not isinstance(d, dict) or "fix" not in d:
             raise ValueError(f"a recipe step needs a 'fix' field, got {d!r}")
-        return cls(d["fix"], dict(d.get("params") or {}), d.get("rule"), d.get("note", ""))
+        node = d.get("node")
+        return cls(
+            d["fix"],
+            dict(d.get("params") or {}),
+            d.get("rule"),
+            d.get("note", ""),
+            node if isinstance(node, str) else None,
+        )
 
     def describe(self) -> str:
         """One line: the primitive and its parameters, long lists shortened, a batch as its first entry."""

@@ -17,7 +17,6 @@ from surgery.samples import lessons  # noqa: E402
 
 sidebar.render()
 
-s = adapter.state()
 st.title("Lessons")
 st.caption(
     "One small model per failure class. **Walk through** runs the lesson here, step by step; **Open in the "
@@ -25,14 +24,10 @@ st.caption(
 )
 
 
-def walk(name: str) -> None:
-    s.walk = name
-
-
 def show_walkthrough(name: str) -> None:
     with st.spinner("Checking, fixing, verifying…"):
         w = adapter.walkthrough(name)
-    before, verdict = w["before"], w["verdict"]
+    before, verdict = w.before, w.verdict
     st.markdown(f"**1. Open the broken model** `{name}.onnx` and check it with **{before.label}**.")
     if verdict is not None:
         st.markdown(f"**2. The red node** `{verdict.node}` ({verdict.op_type}):")
@@ -40,21 +35,21 @@ def show_walkthrough(name: str) -> None:
     else:
         st.markdown(f"**2. What {md_escape(before.label)} says** ({len(before.rejected)} node(s) rejected):")
         show_report_banner(before)
-    p = w["proposal"]
+    p = w.proposal
     if p is None:
-        st.warning(w.get("error", "no proposal"))
+        st.warning(w.error or "no proposal")
         return
-    asked = w.get("values")
+    asked = w.values
     given = (
         f" — with {', '.join(f'{k} = {v}' for k, v in asked.items())} (the rule asks for it)" if asked else ""
     )
     st.markdown(
         f"**3. Apply the fix** `{p.rule.id}` (safety: **{p.safety}**): {md_escape(p.description)}{md_escape(given)}"
     )
-    if "applied" not in w:
-        st.info(f"The fix refuses: {md_escape(w.get('error'))}", icon=":material/front_hand:")
+    if w.applied is None:
+        st.info(f"The fix refuses: {md_escape(w.error)}", icon=":material/front_hand:")
         return
-    after = w["after"]
+    after = w.after
     if after is not None:
         now = after.by_node().get(p.node)
         if now is not None:
@@ -72,7 +67,7 @@ def show_walkthrough(name: str) -> None:
             + ("accepts the fixed model." if not after.rejected else "still rejects some nodes."),
             icon=":material/check_circle:" if not after.rejected else ":material/block:",
         )
-    v = w["applied"].verification
+    v = w.applied.verification
     if v is not None:
         st.markdown(
             "**5. The numbers** (the fixed model against the broken one, same seeded inputs, onnxruntime):"
@@ -95,7 +90,7 @@ for lesson in lessons():
         st.markdown(f"**Fix.** {md_escape(lesson.fix)}" + (f" Rule: `{lesson.rule}`." if lesson.rule else ""))
         if lesson.rule:
             b = st.columns([1, 1, 3])
-            b[0].button("Walk through", key=f"walk-{lesson.name}", on_click=walk, args=(lesson.name,))
+            b[0].button("Walk through", key=f"walk-{lesson.name}", on_click=adapter.walk, args=(lesson.name,))
             if b[1].button(
                 "Open in the Workbench",
                 key=f"lesson-{lesson.name}",
@@ -103,5 +98,5 @@ for lesson in lessons():
                 args=(lesson.name,),
             ):
                 st.switch_page("pages/workbench.py")
-            if s.get("walk") == lesson.name:
+            if adapter.walking() == lesson.name:
                 show_walkthrough(lesson.name)

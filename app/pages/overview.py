@@ -60,7 +60,7 @@ for r in reports:
                 st.markdown(f"**Why** (our explanation): {md_escape(explanation)}")
             for v in vs:
                 if st.button(f"{v.op_type} {v.node}", key=f"ov-{r.backend}-{v.node}"):
-                    adapter.state().selected = v.node
+                    adapter.select(v.node)
                     st.switch_page("pages/workbench.py")
     if r.verdicts and (r.rejected or any(v.status.value == "unknown" for v in r.verdicts)):
         part = adapter.partition(r)

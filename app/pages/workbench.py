@@ -48,22 +48,16 @@ with st.spinner("Reading the model…"):
 n_nodes = len(ws.current.graph.node)
 # Draw first, verdicts after: each target is checked in its own run after the page is drawn, and the graph is
 # recoloured as each one finishes (the layout and the viewport stay).
-_fp = adapter.fingerprint()
-_checked = s.setdefault("_checked", set())  # (fingerprint, target) pairs checked in this session
-pending = [] if adapter.check_pending() else [t for t in s.targets if (_fp, t) not in _checked]
-reports = adapter.reports([t for t in s.targets if (_fp, t) in _checked])
-
-
-def select(key: str | None) -> None:
-    s.selected = key
+pending = adapter.unchecked_targets()
+reports = adapter.reports(adapter.checked_targets())
+select = adapter.select
 
 
 def search_enter() -> None:
     """Enter in the search box selects the first match."""
     hits = search(adapter.facts(shapes=False), s.get("search") or "")
     if hits:
-        s.selected = hits[0]
-        s._last_pick = hits[0]
+        adapter.pick(hits[0])
 
 
 st.markdown(STYLE, unsafe_allow_html=True)
@@ -138,9 +132,8 @@ with left:
                 index=None,
                 key="search_hit",
             )
-            if pick and pick != s.selected and pick != s.get("_last_pick"):
-                s._last_pick = pick
-                s.selected = pick
+            if pick and pick != s.selected and pick != adapter.last_pick():
+                adapter.pick(pick)
             rows = [
                 f"{md_escape(ws.current.graph.node[facts.index[k]].op_type)} · {md_escape(k)} · "
                 f"{status_of(verdicts.get(k)) if report else 'not checked'}"
@@ -213,14 +206,12 @@ with left:
             graph(view.payload(s.selected), key="graph")
         ]  # one element: a new model relays it out in place
     for result in results:
-        click = getattr(result, "selected", None)
-        if isinstance(click, dict) and click.get("at") != s.get("_last_click_at"):
-            s._last_click_at = click.get("at")
-            ref = click.get("ref") or ""
+        ref = adapter.new_click(getattr(result, "selected", None))
+        if ref is not None:
             if ref.startswith("group:"):
                 graph_view.open_group(view, ref[len("group:") :])
             elif ref:
-                s.selected = ref
+                adapter.select(ref)
             st.rerun()
 
 with right:
@@ -272,10 +263,10 @@ with right:
                 if st.toggle("Preview", key=f"preview-{p.rule.id}"):
                     diff = adapter.preview(p)
                     st.markdown(
-                        f"removes {len(diff['removed'])} node(s): `{', '.join(diff['removed'][:8])}`  \n"
-                        f"adds {len(diff['added'])} node(s): `{', '.join(diff['added'][:8])}`"
+                        f"removes {len(diff.removed)} node(s): `{', '.join(diff.removed[:8])}`  \n"
+                        f"adds {len(diff.added)} node(s): `{', '.join(diff.added[:8])}`"
                     )
-                    for line in diff["verdicts"]:
+                    for line in diff.verdict_lines():
                         st.caption(line)
                 if st.button("Apply", key=f"apply-{p.rule.id}", type="primary"):
                     adapter.apply_proposal(p)
@@ -382,5 +373,5 @@ adapter.infer_shapes_soon()  # a big model's shapes, in the background now that 
 if pending:  # the next target's verdicts, then a rerun to colour the graph with them
     with checking.container(), st.spinner(f"Checking with {pending[0]}… ({len(pending)} to go)"):
         adapter.reports([pending[0]])
-    _checked.add((_fp, pending[0]))
+    adapter.mark_checked(pending[0])
     st.rerun()

@@ -2,7 +2,9 @@
 verify each step against the model before it, check the targets again, and write a new model (never the
 input). Exit codes as `check`: 0 every target accepts the result, 1 something is still rejected, 3 nothing is
 rejected but a target cannot confirm, 2 bad input (including a broken rule file: its message names the file, the
-line and the field). With --require-verified, 1 also when a step or the whole could not be verified."""
+line and the field). With --require-verified, 1 also when a step or the whole could not be verified.
+--preview applies nothing and writes nothing: what the step each matching rule would take removes and adds, and
+each target's rejected nodes before and after (exit code as `check` on the model as it is)."""
 
 from __future__ import annotations
 
@@ -40,6 +42,13 @@ def add_parser(sub):
     p.add_argument("-o", "--output", help="where to write the fixed model (required unless --dry-run)")
     p.add_argument("--recipe", help="also write the recipe (the steps, replayable) to this file")
     p.add_argument("--dry-run", action="store_true", help="show what would change; write nothing")
+    p.add_argument(
+        "--preview",
+        action="store_true",
+        help="apply nothing, write nothing: for each rule that matches now, the step it would take (one per rule, "
+        "on every node it matches), the nodes that step removes and adds, and each target's rejected nodes "
+        "before and after",
+    )
     p.add_argument(
         "--input-shape",
         action="append",
@@ -92,8 +101,8 @@ def run(args) -> int:
     from surgery.specs import parse_input_values, parse_shapes
     from surgery.workspace import Step, Workspace
 
-    if not args.dry_run and not args.output:
-        print("error: give -o OUT (or --dry-run)", file=sys.stderr)
+    if not args.dry_run and not args.preview and not args.output:
+        print("error: give -o OUT (or --dry-run, or --preview)", file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.output and Path(args.output).resolve() == Path(args.model).resolve():
         print(
@@ -128,7 +137,7 @@ def run(args) -> int:
     print("\n".join(_verdict_lines(before)))
     # NAME:dims gives that input's shape; a bare 1x3x224x224 gives every input that needs one
     values = {"shape": shapes.get("", shapes)} if shapes else {}
-    print("steps:")
+    print("steps, previewed (none is applied):" if args.preview else "steps:")
 
     def log(done):
         p = done.proposal
@@ -152,6 +161,10 @@ def run(args) -> int:
             f"  {len(ws.recipe)}. pinned input '{name}' to {value!r} [changes-semantics: no longer an input]"
         )
     only = not_accepted if args.only_rejected else None
+    if args.preview:
+        _preview(ws, active, targets, values, only, args.depth)
+        print("preview: nothing applied, nothing written")
+        return exit_code(before)
     applied, refused = run_rules(ws, active, targets, args.max_steps, values=values, only=only, log=log)
     if not applied and not pins:
         print("  (no rule applies)")
@@ -181,6 +194,40 @@ def run(args) -> int:
         print(f"--require-verified: not verified: {' and '.join(what)}; exit 1")
         return EXIT_REJECTED
     return exit_code(after)
+
+
+def _preview(ws, rules, targets, values, only, depth) -> None:
+    """The step each matching rule would take first on the current model (its proposals on every node as one
+    step, as `fix` applies them), previewed by surgery.preview.preview_step."""
+    from surgery.preview import preview_step
+    from surgery.rulebook import propose
+    from surgery.rulebook.engine import batch
+    from surgery.rulebook.matcher import Context
+
+    ctx = Context(ws.current)
+    eligible = only(ws.current) if only else None
+    groups: dict[str, list] = {}
+    for p in propose(ws.current, rules, targets, values, ctx=ctx):
+        if eligible is None or p.node in eligible:
+            groups.setdefault(p.rule.id, []).append(p)
+    if not groups:
+        print("  (no rule applies)")
+    for group in groups.values():
+        for p in group:
+            if p.step is None:
+                print(f"  {p.rule.id} on {p.where()}: needs a value for {p.needs}")
+        ready = [p for p in group if p.step is not None]
+        if not ready:
+            continue
+        p = batch(ready, ctx.facts.index)
+        print(f"  {p.rule.id} on {p.where()} [{p.safety}]: {p.step.describe()}")
+        shown = preview_step(ws.current, p.step, targets, ws.original.base_dir, depth=depth)
+        if shown.refused is None:
+            for what, keys in (("removes", shown.removed), ("adds", shown.added)):
+                more = f", ... {len(keys)} in all" if len(keys) > 8 else ""
+                print(f"     {what} {len(keys)} node(s)" + (f": {', '.join(keys[:8])}{more}" if keys else ""))
+        for line in shown.verdict_lines():
+            print(f"     {line}")
 
 
 def verified(report) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from onnx import ModelProto
@@ -290,7 +290,7 @@ def apply(
         from surgery.diagnose import check_model
 
         before = check_model(before_model, targets, base, depth=depth)
-    workspace.apply(proposal.step)
+    workspace.apply(replace(proposal.step, node=proposal.node))  # the step records the node it acted on
     report = None
     if verify:
         try:
