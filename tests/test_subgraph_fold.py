@@ -379,6 +379,7 @@ def test_tracer_explains_body_nodes_and_why_nothing_repaired_a_loop_body():
         "'/body/carried_scales' is not foldable" in line
         for line in said
     ), said
+    assert not any("Resize_const" in line for line in said)  # the body node the verdict names, not the others
 
 
 def test_verify_feeds_a_bool_condition_both_ways():

@@ -40,7 +40,7 @@ def explain(
 
 
 def _body_nodes(ctx: Context, key: str) -> list[tuple[str, str]]:
-    """(key, op type) of every node inside the bodies a main-graph node holds, and inside the local function it
+    """(key, node) of every node inside the bodies a main-graph node holds, and inside the local function it
     calls: where a refusal of that node may come from (the predictor names the body node at fault)."""
     from surgery.graph import iter_scopes
 
@@ -52,8 +52,19 @@ def _body_nodes(ctx: Context, key: str) -> list[tuple[str, str]]:
     out = []
     for scope in iter_scopes(ctx.facts):
         if scope.path.startswith(key + "/") or (calls and scope.path.startswith(fname)):
-            out += [(scope.path + k, n.op_type) for k, n in zip(scope.keys, scope.model.graph.node)]
+            out += [(scope.path + k, n) for k, n in zip(scope.keys, scope.model.graph.node)]
     return out
+
+
+def _at_fault(inside: list, explanation: str) -> list[tuple[str, str]]:
+    """The body nodes a verdict names ("in its body, Resize '/then/Resize'", as the predictor words it), else
+    every body node: (key, op type)."""
+    named = [
+        (k, n.op_type)
+        for k, n in inside
+        if f"{n.op_type} '{n.name or 'node_of_' + (n.output[0] if n.output else '')}'" in explanation
+    ]
+    return named or [(k, n.op_type) for k, n in inside]
 
 
 def unrepaired(model: ModelProto, reports: list, rules: list[Rule]) -> list[tuple[str, str]]:
@@ -71,7 +82,7 @@ def unrepaired(model: ModelProto, reports: list, rules: list[Rule]) -> list[tupl
                 continue
             seen.add(v.node)
             near = []
-            inside = _body_nodes(ctx, v.node) if v.index >= 0 else []
+            inside = _at_fault(_body_nodes(ctx, v.node), v.explanation or "") if v.index >= 0 else []
             for rule in rules:
                 if not (rule.answers and rule.answers_verdict(v) and applies_to(rule, [r.backend])):
                     continue
