@@ -18,23 +18,20 @@ from onnx import ModelProto, TensorProto, helper, numpy_helper
 
 from surgery.backends.base import first_line
 from surgery.fixes import FixError, Safety, register
-from surgery.graph import NONDETERMINISTIC_OPS, GraphFacts, all_inputs, light_copy
-
-STANDARD = ("", "ai.onnx")
+from surgery.graph import GraphFacts, all_inputs, folds_through, light_copy
 
 
 def _foldable(model: ModelProto, facts: GraphFacts) -> tuple[set[str], dict[str, np.ndarray]]:
     """Foldable tensors, and the values of Shape/Size outputs known from static shapes."""
     graph = model.graph
-    # before IR 4 every initializer is also listed as an input: they are constants all the same
-    inputs = {vi.name for vi in graph.input} if model.ir_version >= 4 else set()
-    const = {name for name in facts.initializers if name not in inputs}
-    const.update(x for x in facts.free if x in facts.constant)  # a body: what it reads of the outer constants
+    # the constants (graph.folds_through), then what static shapes add to them; a body's include the outer
+    # constants it reads
+    const = set(facts.constant)
     known: dict[str, np.ndarray] = {}
     partial: dict[str, list[int | None]] = {}  # Shape outputs of tensors with some dynamic dims
     for i in facts.order:
         node = graph.node[i]
-        if node.domain not in STANDARD or node.op_type in NONDETERMINISTIC_OPS:
+        if not folds_through(node):
             continue
         ins = all_inputs(node)
         if node.op_type == "Constant" or (ins and all(x in const for x in ins)):
