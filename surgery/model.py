@@ -482,6 +482,47 @@ def has_external_data(proto: ModelProto) -> bool:
     return any(True for _ in _external_entries(proto))
 
 
+PROTOBUF_LIMIT = 2 * 1024**3 - 1  # bytes: a larger model cannot be one protobuf message (one file)
+
+
+def with_weights(proto: ModelProto, base_dir: str | Path | None) -> ModelProto:
+    """`proto` with the external weights it names read in from `base_dir` (a copy; `proto` itself when it names
+    none, or no folder is given)."""
+    if base_dir is None or not has_external_data(proto):
+        return proto
+    from onnx.external_data_helper import load_external_data_for_model
+
+    full = ModelProto()
+    full.CopyFrom(proto)
+    load_external_data_for_model(full, str(base_dir))
+    return full
+
+
+def save_model(
+    proto: ModelProto, path: str | Path, base_dir: str | Path | None = None, *, external: bool | None = None
+) -> Path:
+    """Write `proto` to `path` (its folder made) with every weight, external ones read from `base_dir`: in the
+    file, or in `<file name>.data` beside it when `external` is true or the model would pass protobuf's 2 GiB
+    (`external=None`). A `.data` file left by an earlier write is replaced, not appended to. Returns `path`."""
+    full = with_weights(proto, base_dir)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if external or (external is None and full.ByteSize() > PROTOBUF_LIMIT):
+        data = path.parent / (path.name + ".data")
+        data.unlink(missing_ok=True)  # onnx appends to an existing data file
+        onnx.save_model(
+            full,
+            str(path),
+            save_as_external_data=True,
+            all_tensors_to_one_file=True,
+            location=data.name,
+            size_threshold=1024,
+        )
+    else:
+        onnx.save_model(full, str(path))
+    return path
+
+
 @contextlib.contextmanager
 def private_copy(data: bytes | ModelProto, base_dir: str | Path | None = None):
     """A file holding the model, in a private temporary folder removed afterwards (never in the user's folder).

@@ -102,40 +102,14 @@ class ReduceResult:
 
     def save(self, path: str | Path, base_dir=None) -> Path:
         """Write the reduced model (external weights loaded into it; beside it when it passes 2 GiB)."""
-        import onnx
+        from surgery.model import save_model
 
-        from surgery.model import has_external_data
-
-        proto = ModelProto()
-        proto.CopyFrom(self.model)
-        if has_external_data(proto):
-            from onnx.external_data_helper import load_external_data_for_model
-
-            load_external_data_for_model(proto, str(base_dir))
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if proto.ByteSize() > 2 * 1024**3 - 1:
-            onnx.save_model(
-                proto,
-                str(path),
-                save_as_external_data=True,
-                location=path.name + ".data",
-                size_threshold=1024,
-            )
-        else:
-            onnx.save_model(proto, str(path))
-        return path
+        return save_model(self.model, path, base_dir)
 
     def to_bytes(self, base_dir=None) -> bytes:
-        proto = ModelProto()
-        proto.CopyFrom(self.model)
-        from surgery.model import has_external_data
+        from surgery.model import with_weights
 
-        if has_external_data(proto):
-            from onnx.external_data_helper import load_external_data_for_model
-
-            load_external_data_for_model(proto, str(base_dir))
-        return proto.SerializeToString()
+        return with_weights(self.model, base_dir).SerializeToString()
 
 
 class _OutOfTime(Exception):

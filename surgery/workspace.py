@@ -13,11 +13,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import onnx
 from onnx import ModelProto
 
 from surgery.fixes import get_fix
-from surgery.model import Model, fingerprint, load_model
+from surgery.model import Model, fingerprint, load_model, save_model
 
 RECIPE_FORMAT = "onnx-surgery-recipe/1"
 
@@ -210,27 +209,9 @@ class Workspace:
         path = Path(path)
         if self.original.base_dir is not None and path.resolve() == Path(self.original.source).resolve():
             raise ValueError(f"refusing to overwrite the original model {path}; choose another file name")
-        proto = ModelProto()
-        proto.CopyFrom(self.current)
-        if self.original.has_external_data:
-            from onnx.external_data_helper import load_external_data_for_model
-
-            load_external_data_for_model(proto, str(self.original.base_dir))
-        if external_data is None:
-            external_data = self.original.has_external_data or proto.ByteSize() > 2 * 1024**3 - 1
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if external_data:
-            onnx.save_model(
-                proto,
-                str(path),
-                save_as_external_data=True,
-                all_tensors_to_one_file=True,
-                location=path.name + ".data",
-                size_threshold=1024,
-            )
-        else:
-            onnx.save_model(proto, str(path))
-        return path
+        if external_data is None and self.original.has_external_data:
+            external_data = True
+        return save_model(self.current, path, self.original.base_dir, external=external_data)
 
 
 def read_recipe(path_or_text: str | os.PathLike) -> tuple[list[Step], dict[str, Any]]:

@@ -253,3 +253,24 @@ def test_a_dead_worker_leaves_no_temporary_files():
         call_isolated("surgery.backends.isolate:leave_a_temp_file_and_crash", timeout=60)
     left = [line for line in caught.value.detail.splitlines() if line.endswith(".onnx")]
     assert left and not any(glob.glob(p) for p in left)  # its folder went with the worker
+
+
+def test_save_model_reads_the_external_weights_in_and_writes_them_in_the_file_or_beside_it(
+    external_model, tmp_path
+):
+    from surgery.model import has_external_data, save_model, with_weights
+
+    m = load_model(external_model)
+    assert with_weights(m.proto, None) is m.proto  # no folder: nothing is read
+    full = with_weights(m.proto, m.base_dir)
+    assert not has_external_data(full) and has_external_data(m.proto)  # a copy; the model is unchanged
+    inline = save_model(m.proto, tmp_path / "out" / "inline.onnx", m.base_dir)
+    assert not (tmp_path / "out" / "inline.onnx.data").exists()
+    assert not has_external_data(onnx.load(str(inline), load_external_data=False))
+    beside = tmp_path / "out" / "beside.onnx"
+    (tmp_path / "out" / "beside.onnx.data").write_bytes(b"stale" * 1000)  # replaced, not appended to
+    save_model(m.proto, beside, m.base_dir, external=True)
+    again = load_model(beside)
+    assert again.has_external_data and again.external_bytes == 64 * 32 * 4
+    assert (tmp_path / "out" / "beside.onnx.data").stat().st_size == 64 * 32 * 4
+    assert fingerprint(with_weights(again.proto, again.base_dir)) == fingerprint(full)

@@ -220,32 +220,13 @@ class Plan:
     def save(self, directory: str | Path) -> Path:
         """Write every part (external data beside a part when the original had any, or past 2 GiB) and
         plan.json into `directory`. Returns plan.json's path."""
-        from surgery.model import has_external_data
+        from surgery.model import has_external_data, save_model
 
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
         for part in self.parts:
-            proto = ModelProto()
-            proto.CopyFrom(part.model)
-            external = has_external_data(proto)
-            if external:
-                from onnx.external_data_helper import load_external_data_for_model
-
-                load_external_data_for_model(proto, str(self.base_dir))
-            path = d / part.file
-            if external or proto.ByteSize() > 2 * 1024**3 - 1:
-                data = d / (part.file + ".data")
-                data.unlink(missing_ok=True)
-                onnx.save_model(
-                    proto,
-                    str(path),
-                    save_as_external_data=True,
-                    all_tensors_to_one_file=True,
-                    location=data.name,
-                    size_threshold=1024,
-                )
-            else:
-                onnx.save_model(proto, str(path))
+            external = has_external_data(part.model) or None  # else beside it only past 2 GiB
+            save_model(part.model, d / part.file, self.base_dir, external=external)
         out = d / "plan.json"
         out.write_text(json.dumps(plain(self.to_dict()), indent=2, default=_json_default, allow_nan=False))
         return out
