@@ -24,8 +24,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+from _browser import ARGS, CHROMIUM, start_server, stop_server  # noqa: E402
 from _models import transformer_stack  # noqa: E402
-from view_shots import ARGS, start_server, stop_server  # noqa: E402
 
 
 def peak_rss_mib(pid: int) -> float:
@@ -83,7 +83,7 @@ def external_model(folder: Path, gib: float):
 
 
 def open_and_time(browser, model: Path, search_for: str | None):
-    proc, url = start_server(model)
+    proc, url = start_server(model, max_upload_mb=4096)
     try:
         page = browser.new_page(viewport={"width": 1600, "height": 1000})
         page.set_default_timeout(600_000)
@@ -143,7 +143,7 @@ def main() -> None:
     print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
     rows = []
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=ARGS)
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         for size in args.sizes:
             model = transformer_stack(size)
             path = Path(tmp) / f"transformer_{size}.onnx"

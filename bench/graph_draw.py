@@ -15,6 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _browser import ARGS as BROWSER_ARGS
+from _browser import CHROMIUM
 from _models import blocks, transformer_stack
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "app"))
@@ -23,17 +25,7 @@ from graph_component import CSS, HTML, _vis_source, js_body  # noqa: E402
 from surgery.graph import GraphFacts  # noqa: E402
 from surgery.view import build_view  # noqa: E402
 
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--enable-precise-memory-info",
-]
+ARGS = [*BROWSER_ARGS, "--enable-precise-memory-info"]
 
 
 def page_html(payload: dict) -> str:
@@ -75,7 +67,7 @@ def main() -> None:
     args = ap.parse_args()
     rows = []
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=ARGS)
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         for size in args.sizes:
             model = blocks(size) if args.blocks else transformer_stack(size)
             facts = GraphFacts.of(model, infer=False)

@@ -8,82 +8,10 @@ is drawn, the drawn node count and the on-screen font size of node labels (the c
 from __future__ import annotations
 
 import argparse
-import os
-import signal
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from surgery.cli.app_cmd import STREAMLIT_LOOK  # noqa: E402
-
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(model: Path | None, env_extra: dict | None = None) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    env = dict(os.environ, **(env_extra or {}))
-    if model is not None:
-        env["ONNX_SURGERY_START_MODEL"] = str(model.resolve())
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            str(ROOT / "app" / "main.py"),
-            "--server.port",
-            str(port),
-            "--server.address",
-            "127.0.0.1",
-            "--server.headless",
-            "true",
-            "--browser.gatherUsageStats",
-            "false",
-            "--server.fileWatcherType",
-            "none",
-            "--server.maxUploadSize",
-            "4096",
-            *STREAMLIT_LOOK,
-        ],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(150):
-        try:
-            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=1).read() == b"ok":
-                return proc, url
-        except OSError:
-            time.sleep(0.2)
-    stop_server(proc)
-    raise RuntimeError("streamlit did not start")
-
-
-def stop_server(proc: subprocess.Popen) -> None:
-    os.killpg(proc.pid, signal.SIGTERM)
-    proc.wait(timeout=20)
+from _browser import ARGS, CHROMIUM, start_server, stop_server
 
 
 def label_px(page) -> float:
@@ -107,9 +35,9 @@ def main() -> None:
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=ARGS)
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         for model in args.models:
-            proc, url = start_server(model)
+            proc, url = start_server(model, max_upload_mb=4096)
             try:
                 page = browser.new_page(viewport={"width": args.width, "height": args.height})
                 page.set_default_timeout(180_000)

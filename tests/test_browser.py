@@ -3,34 +3,19 @@ against a real `streamlit run` server. Open the classic Resize sample with Tenso
 Resize node rejected, click it, apply the fold, see it supported, undo, redo, download, run with onnxruntime."""
 
 import os
-import signal
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
 
-from surgery.cli.app_cmd import STREAMLIT_LOOK
-
-CHROMIUM = "/usr/bin/chromium"
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+from _browser import ARGS, CHROMIUM, start_server, stop_server  # noqa: E402  (Chromium's flags, the server)
+
 # the README screenshot is refreshed only on request: ONNX_SURGERY_SCREENSHOT=docs/screenshot.png pytest ...
 SHOT = os.environ.get("ONNX_SURGERY_SCREENSHOT")
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 RED, GREEN = "#d64545", "#2e9d57"
 
 pytestmark = [
@@ -42,53 +27,14 @@ pytestmark = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    port = _free_port()
-    env = dict(os.environ, ONNX_SURGERY_USER_RULES=str(tmp_path_factory.mktemp("rules")))
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            str(ROOT / "app" / "main.py"),
-            "--server.port",
-            str(port),
-            "--server.address",
-            "127.0.0.1",
-            "--server.headless",
-            "true",
-            "--browser.gatherUsageStats",
-            "false",
-            "--server.fileWatcherType",
-            "none",
-            *STREAMLIT_LOOK,
-        ],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(100):
-        try:
-            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=1).read() == b"ok":
-                break
-        except OSError:
-            time.sleep(0.2)
-    else:
-        os.killpg(proc.pid, signal.SIGTERM)
-        pytest.fail("streamlit did not start")
+    try:
+        proc, url = start_server(env_extra={"ONNX_SURGERY_USER_RULES": str(tmp_path_factory.mktemp("rules"))})
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
     yield url
-    os.killpg(proc.pid, signal.SIGTERM)
-    proc.wait(timeout=10)
+    stop_server(proc)
 
 
 @pytest.fixture(scope="module")

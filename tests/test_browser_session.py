@@ -2,18 +2,16 @@
 Playwright against a real `streamlit run`): apply a fix, kill the server, start it again on the same state
 folder, reload the URL: the step and its verification are there."""
 
-import os
 import signal
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
-from test_browser import ARGS, CHROMIUM, ROOT, _free_port, settle
+from test_browser import settle
 
-from surgery.cli.app_cmd import STREAMLIT_LOOK
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+from _browser import ARGS, CHROMIUM, free_port, start_server, stop_server  # noqa: E402
 
 pytestmark = [
     pytest.mark.browser,
@@ -25,51 +23,17 @@ pytestmark = [
 
 
 def start(port: int, state: Path, rules: Path) -> subprocess.Popen:
-    env = dict(os.environ, ONNX_SURGERY_STATE_DIR=str(state), ONNX_SURGERY_USER_RULES=str(rules))
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            str(ROOT / "app" / "main.py"),
-            "--server.port",
-            str(port),
-            "--server.address",
-            "127.0.0.1",
-            "--server.headless",
-            "true",
-            "--browser.gatherUsageStats",
-            "false",
-            "--server.fileWatcherType",
-            "none",
-            *STREAMLIT_LOOK,
-        ],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    for _ in range(150):
-        try:
-            if urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1).read() == b"ok":
-                return proc
-        except OSError:
-            time.sleep(0.2)
-    stop(proc, signal.SIGTERM)
-    pytest.fail("streamlit did not start")
-
-
-def stop(proc: subprocess.Popen, sig: int) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, sig)
-    proc.wait(timeout=20)
+    env = {"ONNX_SURGERY_STATE_DIR": str(state), "ONNX_SURGERY_USER_RULES": str(rules)}
+    try:
+        return start_server(env_extra=env, port=port)[0]
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
 
 
 def test_a_fix_survives_killing_the_server_and_reloading(tmp_path):
     from playwright.sync_api import sync_playwright
 
-    port, state, rules = _free_port(), tmp_path / "sessions", tmp_path / "rules"
+    port, state, rules = free_port(), tmp_path / "sessions", tmp_path / "rules"
     server = start(port, state, rules)
     try:
         with sync_playwright() as p:
@@ -90,7 +54,7 @@ def test_a_fix_survives_killing_the_server_and_reloading(tmp_path):
             sid = url.split("session=")[1].split("&")[0]
             assert (state / sid / "state.json").is_file()
 
-            stop(server, signal.SIGKILL)  # no goodbye: what is on disk is all there is
+            stop_server(server, signal.SIGKILL)  # no goodbye: what is on disk is all there is
             server = start(port, state, rules)
             page.goto(url)
             page.wait_for_selector('[data-testid="stApp"]', timeout=60_000)
@@ -107,4 +71,4 @@ def test_a_fix_survives_killing_the_server_and_reloading(tmp_path):
             assert "Traceback" not in page.inner_text("body")
             browser.close()
     finally:
-        stop(server, signal.SIGTERM)
+        stop_server(server, signal.SIGTERM)
