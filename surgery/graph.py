@@ -456,12 +456,9 @@ def scope_facts(
     weights: dict[str, TensorProto] = {}
     constant: set[str] = set()
     for x, o in free.items():
-        if outer.is_weights(o):
-            t = outer.initializers.get(o)
-            p = outer.producer_of(o) if t is None else None
-            t = constant_tensor(p) if p is not None else t
-            if t is not None:
-                weights[x] = t
+        t = outer.weights_tensor(o)
+        if t is not None:
+            weights[x] = t
         if outer.is_constant(o) or x in weights:
             constant.add(x)
         info = outer.info(o)
