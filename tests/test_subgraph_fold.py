@@ -428,3 +428,17 @@ def test_fix_repairs_the_chain_for_tensorrt_8_2_verified_and_replayed(build, rul
         _same_both_ways(build(), fixed)
     else:
         np.testing.assert_array_equal(_run(build(), x=X), _run(fixed, x=X))
+
+
+def test_proposals_for_one_node_inside_a_body_or_outside_are_those_a_run_over_every_node_gives_it():
+    from surgery.rulebook import load_rules, propose
+    from surgery.rulebook.loader import BUILTIN_DIR
+
+    rules = load_rules([BUILTIN_DIR])
+    model = resize_in_if()
+    every = propose(model, rules, ["tensorrt-static@8.2"])
+    body = [p.node for p in every if p.node not in {n.name for n in model.graph.node}]
+    assert body, "no proposal inside the If branch"
+    for key in {*body, *(n.name for n in model.graph.node)}:
+        mine = propose(model, rules, ["tensorrt-static@8.2"], only={key})
+        assert [str(p) for p in mine] == [str(p) for p in every if p.node == key], key

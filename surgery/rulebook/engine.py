@@ -187,7 +187,9 @@ def propose(
         out += _node_proposals(ctx, node, key, rules_for(node.op_type), model, values)
     # inside If/Loop/Scan bodies and local functions: the rules whose primitive works there (by tensor name)
     inside = [r for r in active if r.primitive in BODY_PRIMITIVES]
-    if inside and (only is None or any("/" in k for k in only)) and _has_bodies(model):
+    # a body node's key is its body's path + its key, never a main-graph key: asked for main-graph nodes only
+    # (the app's selected node), the bodies are not walked
+    if inside and (only is None or any(k not in ctx.facts.index for k in only)) and _has_bodies(model):
         from surgery.graph import iter_scopes
 
         for scope in iter_scopes(ctx.facts):
