@@ -118,16 +118,12 @@ def _flags(record: dict) -> bool:
     return bool(record.get("has_strings") or record.get("has_sequences_or_optionals"))
 
 
-def main() -> None:
-    from surgery.backends.probe import use_disk_cache
-    from surgery.rulebook import load_rules
-
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--targets", nargs="*", default=TARGETS)
+def corpus_args(ap: argparse.ArgumentParser, targets: list[str]) -> None:
+    """The options that choose corpus models, targets and how `fix` runs (shared with bench/split_rate.py)."""
+    ap.add_argument("--targets", nargs="*", default=targets)
     ap.add_argument("--families", nargs="*", default=None)
     ap.add_argument("--split", choices=["tune", "holdout", "all"], default="all")
     ap.add_argument("--limit", type=int, default=0)
-    ap.add_argument("--timeout", type=float, default=300, help="seconds per model and target")
     ap.add_argument("--max-steps", type=int, default=100)
     ap.add_argument(
         "--no-answers",
@@ -135,6 +131,27 @@ def main() -> None:
         action="store_false",
         help="never answer a rule's question with the model's test data (node tests ship one)",
     )
+
+
+def corpus_records(args) -> list[dict]:
+    """The corpus models `args` choose (families, tune/holdout split, limit), in the manifest's order."""
+    manifest = json.loads((CORPUS / "manifest.json").read_text())
+    records = [
+        r
+        for r in (manifest["models"] if isinstance(manifest, dict) else manifest)
+        if (args.families is None or r["family"] in args.families)
+        and (args.split == "all" or r["split"] == args.split)
+    ]
+    return records[: args.limit] if args.limit else records
+
+
+def main() -> None:
+    from surgery.backends.probe import use_disk_cache
+    from surgery.rulebook import load_rules
+
+    ap = argparse.ArgumentParser()
+    corpus_args(ap, TARGETS)
+    ap.add_argument("--timeout", type=float, default=300, help="seconds per model and target")
     ap.add_argument("--json", help="write every row here")
     ap.add_argument("--table", action="store_true", help="print the per-model table too")
     ap.add_argument("--from-json", help="print the tables of an earlier run's --json file, run nothing")
@@ -143,15 +160,7 @@ def main() -> None:
         report(json.loads(Path(args.from_json).read_text()), args.table)
         return
     use_disk_cache()
-    manifest = json.loads((CORPUS / "manifest.json").read_text())
-    records = [
-        r
-        for r in (manifest["models"] if isinstance(manifest, dict) else manifest)
-        if (args.families is None or r["family"] in args.families)
-        and (args.split == "all" or r["split"] == args.split)
-    ]
-    if args.limit:
-        records = records[: args.limit]
+    records = corpus_records(args)
     rules = load_rules()
     signal.signal(signal.SIGALRM, _alarm)
     rows = []

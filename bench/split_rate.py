@@ -29,7 +29,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from repair_rate import CORPUS, OutOfTime, _alarm, _flags, _repaired, repair, test_values  # noqa: E402
+from repair_rate import (  # noqa: E402
+    CORPUS,
+    OutOfTime,
+    _alarm,
+    _flags,
+    _repaired,
+    corpus_args,
+    corpus_records,
+    repair,
+    test_values,
+)
 
 TARGETS = [
     "tensorrt",
@@ -87,35 +97,17 @@ def main() -> None:
     from surgery.rulebook import load_rules
 
     ap = argparse.ArgumentParser()
-    ap.add_argument("--targets", nargs="*", default=TARGETS)
-    ap.add_argument("--families", nargs="*", default=None)
-    ap.add_argument("--split", choices=["tune", "holdout", "all"], default="all")
-    ap.add_argument("--limit", type=int, default=0)
+    corpus_args(ap, TARGETS)
     ap.add_argument(
         "--timeout", type=float, default=300, help="seconds per model and target, for fix and split"
     )
     ap.add_argument("--min-nodes", type=int, default=3)
-    ap.add_argument("--max-steps", type=int, default=100)
-    ap.add_argument(
-        "--no-answers",
-        dest="answers",
-        action="store_false",
-        help="never answer a rule's question with the model's test data (as bench/repair_rate.py --no-answers)",
-    )
     ap.add_argument("--repairs", help="rows of an earlier bench/repair_rate.py --json run")
     ap.add_argument("--json", help="write every row here")
     ap.add_argument("--table", action="store_true", help="print the per-model table too")
     args = ap.parse_args()
     use_disk_cache()
-    manifest = json.loads((CORPUS / "manifest.json").read_text())
-    records = [
-        r
-        for r in (manifest["models"] if isinstance(manifest, dict) else manifest)
-        if (args.families is None or r["family"] in args.families)
-        and (args.split == "all" or r["split"] == args.split)
-    ]
-    if args.limit:
-        records = records[: args.limit]
+    records = corpus_records(args)
     known = {}
     if args.repairs:
         known = {(r["model"], r["target"]): r for r in json.loads(Path(args.repairs).read_text())}
