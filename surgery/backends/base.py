@@ -226,6 +226,8 @@ class BuildOptions:
     warmup: int = 3
     out_dir: str | None = None
     measure: bool = True  # run the engine for latency and accuracy where this machine can (check: no)
+    tune_trials: int = 0  # TVM: MetaSchedule trials (0: untuned); tuned tasks are reused from tune_dir
+    tune_dir: str | None = None  # TVM tuning database (None: beside timing_cache, else ~/.cache/onnx-surgery)
 
 
 @dataclass
@@ -242,6 +244,12 @@ class BuildReport:
     note: str = ""  # e.g. "engine built ahead of time; running it needs a GPU"
     label: str = ""  # the builder that ran, e.g. "TensorRT-RTX 1.7.1.116", "OpenVINO 2026.4.1"
     precision: str = ""  # what the engine computes in: fp32 | fp16 | bf16 | int8 (a Q/DQ model is int8)
+    # with profiles: latency at each profile point, {"min": {"shapes": {...}, "median", "p90", "runs",
+    # "worst_mean_rel"} or {"shapes": ..., "error": ...}, "opt": ..., "max": ...}
+    latency_points: dict[str, dict[str, Any]] | None = None
+    # TVM with tune_trials: {"untuned_ms": {...}, "trials_run", "trials_budget", "tasks", "tasks_reused",
+    # "database", "cost_model", "seconds"}
+    tuning: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -31,14 +31,12 @@ def input_dims(model: ModelProto, shapes: dict[str, tuple[int, ...]] | None) -> 
     return dims
 
 
-def reference(
-    model: ModelProto, base_dir=None, shapes: dict[str, tuple[int, ...]] | None = None, seed: int = SEED
-) -> tuple[dict, dict]:
-    """Seeded inputs and onnxruntime's fp32 outputs for them. An input listed in `shapes` (a profile's opt
-    shape) gets that shape, even where the model declares none; other dynamic dims are 1."""
+def feeds_for(model: ModelProto, shapes: dict[str, tuple[int, ...]] | None = None, seed: int = SEED) -> dict:
+    """Seeded inputs: an input listed in `shapes` (a profile point) gets that shape, even where the model
+    declares none; other dynamic dims are 1."""
     from onnx import helper
 
-    from surgery.ort import run, seeded_inputs
+    from surgery.ort import seeded_inputs
 
     shaped = model
     if shapes:
@@ -48,12 +46,64 @@ def reference(
             if vi.name in shapes and vi.type.HasField("tensor_type"):
                 t = vi.type.tensor_type
                 vi.type.CopyFrom(helper.make_tensor_type_proto(t.elem_type, list(shapes[vi.name])))
-    feeds = seeded_inputs(shaped, seed=seed, dims=input_dims(model, shapes), default_dim=1)
+    return seeded_inputs(shaped, seed=seed, dims=input_dims(model, shapes), default_dim=1)
+
+
+def reference(
+    model: ModelProto, base_dir=None, shapes: dict[str, tuple[int, ...]] | None = None, seed: int = SEED
+) -> tuple[dict, dict]:
+    """Seeded inputs (feeds_for) and onnxruntime's fp32 outputs for them."""
+    from surgery.ort import run
+
+    feeds = feeds_for(model, shapes, seed)
     return feeds, run(model, feeds, base_dir)
 
 
 def opt_shapes(options) -> dict[str, tuple[int, ...]]:
     return {name: tuple(opt) for name, (_, opt, _) in options.profiles.items()}
+
+
+POINTS = ("min", "opt", "max")
+
+
+def point_shapes(options) -> dict[str, dict[str, tuple[int, ...]]]:
+    """{"min": {input: shape}, "opt": ..., "max": ...} from the options' profiles; {} without profiles."""
+    if not options.profiles:
+        return {}
+    return {
+        point: {name: tuple(shapes[k]) for name, shapes in options.profiles.items()}
+        for k, point in enumerate(POINTS)
+    }
+
+
+def dims_text(shapes: dict[str, tuple[int, ...]]) -> dict[str, str]:
+    return {name: "x".join(str(d) for d in shape) for name, shape in shapes.items()}
+
+
+def measure_points(report, model: ModelProto, base_dir, options, prepare, opt_ref=None) -> None:
+    """With profiles: latency (and the worst output's mean relative error against onnxruntime fp32) at the
+    profile's min, opt and max shapes into `report.latency_points`, the same seeded inputs on every backend so
+    the rows compare. A point the engine cannot run is recorded with its error; the others stand."""
+    points = point_shapes(options)
+    if not points or not options.measure:
+        return
+    report.latency_points = {}
+    for point, shapes in points.items():
+        entry: dict = {"shapes": dims_text(shapes)}
+        try:
+            if point == "opt" and opt_ref is not None and report.latency_ms:
+                ref, got = opt_ref
+                entry.update(report.latency_ms)
+            else:
+                feeds, ref = reference(model, base_dir, shapes)
+                run_once = prepare(feeds)
+                got = run_once()
+                entry.update(latency(run_once, options.runs, options.warmup))
+            errors = [v["mean_rel"] for v in accuracy(ref, got).values()]
+            entry["worst_mean_rel"] = max(errors) if errors else None
+        except Exception as exc:  # e.g. an engine compiled for one shape: this point only is missing
+            entry["error"] = error_line(exc)
+        report.latency_points[point] = entry
 
 
 def _same(a, b) -> bool:
@@ -70,9 +120,10 @@ def measure_into(report, model: ModelProto, base_dir, options, prepare) -> None:
     try:
         from surgery.quantize import has_qdq, strip_qdq
 
+        ref_model = model
         if has_qdq(model):
-            twin, exact = strip_qdq(model)
-            feeds, ref = reference(twin, base_dir, opt_shapes(options))
+            ref_model, exact = strip_qdq(model)
+            feeds, ref = reference(ref_model, base_dir, opt_shapes(options))
             why = (
                 "INT8 (Q/DQ) compared against its float32 original (the model with its Q/DQ pairs taken out)"
             )
@@ -92,6 +143,9 @@ def measure_into(report, model: ModelProto, base_dir, options, prepare) -> None:
     except Exception as exc:  # the engine exists; only its numbers are missing
         why = f"built, but not measured: {error_line(exc)}"
         report.note = f"{report.note}; {why}" if report.note else why
+        return
+    if options.profiles:
+        measure_points(report, ref_model, base_dir, options, prepare, (ref, first))
 
 
 def latency(fn: Callable[[], object], runs: int, warmup: int) -> dict[str, float]:
