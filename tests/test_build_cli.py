@@ -41,13 +41,23 @@ def test_json_and_exit_1_when_a_build_fails(sample_dir, capsys):
         (["--profile", "input:1x3:1xa:1x3"], "non-negative integers"),
         (["--profile", "nope:1:1:1"], "no input 'nope'. Note: inputs: input"),
         (["--profile", "input:1x3x32x32:1x3x32x32:1x3x32"], "same rank"),
+        (
+            ["--profile", "input:1x3x32x32:2x3x32x32:4x3x32x32"],
+            "error: profile for 'input' (1x3x32x32:2x3x32x32:4x3x32x32) contradicts the model: input 'input' is "
+            "1x3x32x32, static 1 at axis 0, and the profile gives 1/2/4 (min/opt/max) there",
+        ),
+        (["--profile", "input:1x3x32:1x3x32:1x3x32"], "has rank 3, but input 'input' is 1x3x32x32 (rank 4)"),
+        (["--tune-trials", "-1"], "--tune-trials must be 0 (untuned) or more"),
         (["-b", "tensorflow"], "no builder for tensorflow. Note: available: tensorrt"),
         (["--runs", "0"], "--runs must be at least 1"),
     ],
 )
-def test_bad_input_exits_2_and_says_what_would_work(sample_dir, capsys, extra, message):
-    assert main(["build", str(sample_dir / "healthy_cnn.onnx"), *extra]) == 2
-    assert message in capsys.readouterr().err
+def test_bad_input_exits_2_and_says_what_would_work(sample_dir, capsys, tmp_path, extra, message):
+    out = tmp_path / "out"
+    assert main(["build", str(sample_dir / "healthy_cnn.onnx"), "--out", str(out), *extra]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, err
+    assert not out.exists()  # nothing written
 
 
 @pytest.mark.skipif(not HAVE_TRT, reason="neither tensorrt nor tensorrt_rtx is installed")
@@ -71,3 +81,12 @@ def test_all_builds_every_backend_installed_here(sample_dir, capsys):
     reports = json.loads(capsys.readouterr().out)
     assert [r["backend"] for r in reports] == available_backends() and "onnxruntime" in available_backends()
     assert all(r["ok"] and r["artifact"] for r in reports)
+
+
+def test_a_profile_times_each_backend_at_min_opt_and_max(sample_dir, capsys):
+    profile = "features:1x1x8:2x1x8:4x1x8"
+    argv = ["build", str(sample_dir / "squeeze_dynamic.onnx"), "--profile", profile, "--runs", "2"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split()[-6:] == ["min", "ms", "opt", "ms", "max", "ms"]
+    assert "at min (features 1x1x8): median" in out and "at max (features 4x1x8): median" in out

@@ -2,6 +2,7 @@
 onnxruntime's fp32 reference, failures in each backend's own words."""
 
 import importlib.util
+import re
 
 import onnx
 import pytest
@@ -56,7 +57,7 @@ def test_an_unmeasurable_build_stands_and_a_profile_shape_makes_it_measurable():
     assert r.ok and r.accuracy is None and "not measured" in r.note and "'image' has no shape" in r.note
     shape = (1, 3, 8, 8)
     r = build_model(
-        "onnxruntime", model, BuildOptions(runs=1, profiles={"image": (shape, (2, 3, 8, 8), shape)})
+        "onnxruntime", model, BuildOptions(runs=1, profiles={"image": (shape, (2, 3, 8, 8), (2, 3, 8, 8))})
     )
     assert r.ok and r.accuracy["output"]["mean_rel"] < 1e-6
 
@@ -128,3 +129,88 @@ def test_a_backend_object_builds_a_model_with_external_weights(tmp_path):
     proto = onnx.load(str(tmp_path / "m.onnx"), load_external_data=False)
     report = get_backend("onnxruntime").build(proto, BuildOptions(runs=2), base_dir=str(tmp_path))
     assert report.ok, report.error
+
+
+def _dynamic_batch() -> onnx.ModelProto:
+    #   x[batch,3,8,8] -> Conv(4x3x3x3) -> Relu -> GlobalAveragePool -> Flatten -> y[batch,4]
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = np.random.default_rng(0).standard_normal((4, 3, 3, 3)).astype(np.float32)
+    g = helper.make_graph(
+        [
+            helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+            helper.make_node("Relu", ["c"], ["r"]),
+            helper.make_node("GlobalAveragePool", ["r"], ["p"]),
+            helper.make_node("Flatten", ["p"], ["y"]),
+        ],
+        "dynamic_batch",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])],
+        [numpy_helper.from_array(w, "w")],
+    )
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+BATCH_1_2_4 = {"x": ((1, 3, 8, 8), (2, 3, 8, 8), (4, 3, 8, 8))}
+
+
+@pytest.mark.parametrize("backend", ["onnxruntime"] + (["openvino"] if "openvino" in CPU else []))
+def test_a_dynamic_batch_model_is_timed_at_min_opt_and_max(backend):
+    r = build_model(backend, _dynamic_batch(), BuildOptions(runs=2, warmup=0, profiles=BATCH_1_2_4))
+    assert r.ok, r.error
+    points = r.latency_points
+    assert [points[p]["shapes"]["x"] for p in ("min", "opt", "max")] == ["1x3x8x8", "2x3x8x8", "4x3x8x8"]
+    for entry in points.values():  # each batch size ran and matched onnxruntime fp32
+        assert entry["median"] > 0 and entry["runs"] == 2 and entry["worst_mean_rel"] < 1e-5, entry
+    assert points["opt"]["median"] == r.latency_ms["median"]
+
+
+@needs_openvino
+def test_openvino_compiles_with_bounded_partial_shapes():
+    r = build_model("openvino", _dynamic_batch(), BuildOptions(runs=1, warmup=0, profiles=BATCH_1_2_4))
+    assert r.ok and "x [1..4,3,8,8]" in r.log, r.log
+
+
+@pytest.mark.parametrize(
+    "profile, message",
+    [
+        (
+            {"x": ((1, 4, 8, 8),) * 3},
+            "input 'x' is batchx3x8x8, static 3 at axis 1, and the profile gives 4/4/4",
+        ),
+        ({"nope": ((1,),) * 3}, "the model has no input 'nope'. Note: inputs: x"),
+        ({"x": ((1, 3, 8),) * 3}, "has rank 3, but input 'x' is batchx3x8x8 (rank 4)"),
+        ({"x": ((4, 3, 8, 8), (2, 3, 8, 8), (1, 3, 8, 8))}, "at axis 0, min <= opt <= max does not hold"),
+    ],
+)
+def test_a_profile_that_contradicts_the_model_is_refused_before_anything_is_written(
+    profile, message, tmp_path
+):
+    out = tmp_path / "out"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        build_model("onnxruntime", _dynamic_batch(), BuildOptions(profiles=profile, out_dir=str(out)))
+    assert not out.exists()
+
+
+@pytest.mark.skipif("tvm" not in CPU, reason="tvm not installed")
+def test_tvm_targets_this_cpu_and_a_second_tuned_build_reuses_the_database(tmp_path):
+    seen = []
+    options = BuildOptions(runs=2, warmup=0, tune_trials=2, tune_dir=str(tmp_path / "db"))
+    model = _dynamic_batch()
+    model.graph.input[0].type.tensor_type.shape.dim[
+        0
+    ].dim_value = 1  # static: MetaSchedule tunes static shapes
+    first = build_model("tvm", model, options, lambda f, m: seen.append(m))
+    assert first.ok, first.error
+    t = first.tuning
+    assert t["trials_run"] >= 2 and t["tasks_reused"] == 0 and t["tasks"] >= 2
+    assert first.latency_ms["median"] > 0 and t["untuned_ms"]["median"] > 0
+    assert first.accuracy["y"]["mean_rel"] < 1e-5
+    assert any(m.startswith("tvm: tuning, ") and "trials" in m for m in seen)  # progress per batch of trials
+    assert (tmp_path / "db" / "database_tuning_record.json").stat().st_size > 0
+    assert "-mcpu=" in first.label or "generic CPU" in first.log
+    second = build_model("tvm", model, options)
+    assert second.ok and second.tuning["trials_run"] == 0, second.tuning
+    assert second.tuning["tasks_reused"] == t["tasks"]
+    assert f"{t['tasks']} reused from {tmp_path / 'db'}, 0 new trial(s)" in second.log

@@ -48,6 +48,43 @@ def _profile(name: str, shapes) -> tuple[tuple[int, ...], ...]:
     return lo, opt, hi
 
 
+def check_profiles(model: ModelProto, profiles: dict) -> None:
+    """Refuse (ValueError, one line naming the input) a profile for an input the model does not have, one
+    whose rank differs from the model's, one that contradicts a static dim, or one whose min <= opt <= max
+    does not hold."""
+    inits = {t.name for t in model.graph.initializer}
+    declared = {vi.name: vi for vi in model.graph.input if vi.name not in inits}
+    for name, shapes in profiles.items():
+        lo, opt, hi = _profile(name, shapes)
+        text = ":".join("x".join(map(str, s)) for s in (lo, opt, hi))
+        if name not in declared:
+            raise ValueError(
+                f"profile for '{name}': the model has no input '{name}'. Note: inputs: {', '.join(declared)}"
+            )
+        for axis in range(len(lo)):
+            if not lo[axis] <= opt[axis] <= hi[axis]:
+                raise ValueError(
+                    f"profile for '{name}' ({text}): at axis {axis}, min <= opt <= max does not hold"
+                )
+        t = declared[name].type.tensor_type
+        if not t.HasField("shape"):
+            continue  # no declared shape: any profile may stand
+        dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in t.shape.dim]
+        shown = "x".join(map(str, dims))
+        if len(dims) != len(lo):
+            raise ValueError(
+                f"profile for '{name}' ({text}) has rank {len(lo)}, but input '{name}' is {shown} "
+                f"(rank {len(dims)})"
+            )
+        for axis, d in enumerate(dims):
+            if isinstance(d, int) and any(s[axis] != d for s in (lo, opt, hi)):
+                given = "/".join(str(s[axis]) for s in (lo, opt, hi))
+                raise ValueError(
+                    f"profile for '{name}' ({text}) contradicts the model: input '{name}' is {shown}, static "
+                    f"{d} at axis {axis}, and the profile gives {given} (min/opt/max) there"
+                )
+
+
 def build_model(
     backend_id: str,
     model: ModelProto,
@@ -66,10 +103,11 @@ def build_model(
             False,
             error=f"no builder for '{backend_id}'. Note: builders exist for {', '.join(BUILDERS)}",
         )
+    options.profiles = {n: _profile(n, shapes) for n, shapes in options.profiles.items()}
+    check_profiles(model, options.profiles)  # before anything is written
     out_dir = Path(options.out_dir or tempfile.mkdtemp(prefix=f"onnx-surgery-{name}-"))
     out_dir.mkdir(parents=True, exist_ok=True)
     options.out_dir = str(out_dir)
-    options.profiles = {name: _profile(name, shapes) for name, shapes in options.profiles.items()}
     t0 = time.perf_counter()
     if progress:
         progress(0.0, f"{name}: starting")

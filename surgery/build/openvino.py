@@ -1,5 +1,9 @@
 """OpenVINO build: `compile_model` on CPU with INFERENCE_PRECISION_HINT from the requested precision; the
-compiled blob (`export_model`) is the artifact."""
+compiled blob (`export_model`) is the artifact.
+
+Dynamic models compile with partial shapes: an input with a profile is reshaped to bounded dims (each dim
+min..max, static where min == max), others keep the model's dynamic dims. Where OpenVINO cannot compile the
+model dynamic, it is reshaped to one static shape (the profile's opt, else dynamic dims 1), said in the note."""
 
 from __future__ import annotations
 
@@ -34,14 +38,56 @@ def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
         return _build(ov, model, path, options, label, base_dir)
 
 
+def _bounded(ov, lo, hi):
+    return ov.PartialShape([ov.Dimension(a) if a == b else ov.Dimension(a, b) for a, b in zip(lo, hi)])
+
+
+def _static_shapes(read, options: BuildOptions) -> dict[str, tuple[int, ...]]:
+    """One static shape per dynamic input: the profile's opt shape, else the model's dims with dynamic ones 1."""
+    shapes = {}
+    for port in read.inputs:
+        name = port.get_any_name()
+        if name in options.profiles:
+            shapes[name] = tuple(options.profiles[name][1])
+        elif port.get_partial_shape().is_dynamic:
+            shape = port.get_partial_shape()
+            if shape.rank.is_dynamic:
+                raise ValueError(f"input '{name}' has no rank; give it a profile")
+            shapes[name] = tuple(d.get_length() if d.is_static else 1 for d in shape)
+    return shapes
+
+
+def _words(exc: Exception) -> str:
+    lines = [x for x in str(exc).splitlines() if x.strip()]
+    return " ".join(lines[-2:])[:300]
+
+
 def _build(ov, model: ModelProto, path: str, options: BuildOptions, label: str, base_dir) -> BuildReport:
     core = ov.Core()
     report_progress(0.1, "openvino: converting")
     t = time.perf_counter()
+    config = {"INFERENCE_PRECISION_HINT": HINTS[options.precision]}
+    note = ""
     try:
         read = core.read_model(path)
+        if options.profiles:
+            read.reshape({name: _bounded(ov, lo, hi) for name, (lo, _, hi) in options.profiles.items()})
         report_progress(0.3, f"openvino: compiling for CPU ({HINTS[options.precision]})")
-        compiled = core.compile_model(read, "CPU", {"INFERENCE_PRECISION_HINT": HINTS[options.precision]})
+        dynamic = [p.get_any_name() for p in read.inputs if p.get_partial_shape().is_dynamic]
+        try:
+            compiled = core.compile_model(read, "CPU", config)
+        except Exception as exc:
+            if not dynamic:
+                raise
+            static = _static_shapes(read, options)
+            read = core.read_model(path)
+            read.reshape({n: ov.PartialShape(list(s)) for n, s in static.items()})
+            compiled = core.compile_model(read, "CPU", config)
+            shown = ", ".join(f"{n} {'x'.join(map(str, s))}" for n, s in static.items())
+            note = (
+                f"OpenVINO could not compile the model with dynamic shapes ({_words(exc)}); "
+                f"compiled static at {shown}"
+            )
     except Exception as exc:  # the conversion or compilation failure, in OpenVINO's words
         lines = [x for x in str(exc).splitlines() if x.strip()]
         return BuildReport(
@@ -60,11 +106,13 @@ def _build(ov, model: ModelProto, path: str, options: BuildOptions, label: str, 
     report = BuildReport(
         "openvino",
         True,
-        log=f"{label}, CPU, INFERENCE_PRECISION_HINT {compiled.get_property('INFERENCE_PRECISION_HINT')}; "
+        log=(f"inputs: {', '.join(f'{p.get_any_name()} {p.get_partial_shape()}' for p in read.inputs)}\n")
+        + f"{label}, CPU, INFERENCE_PRECISION_HINT {compiled.get_property('INFERENCE_PRECISION_HINT')}; "
         f"{len(read.get_ops())} ops converted, {len(runtime.get_ops())} in the compiled graph",
         build_seconds=seconds,
         artifact=str(artifact),
         label=label,
+        note=note,
     )
     request = compiled.create_infer_request()
 

@@ -2,7 +2,10 @@
 table (backend, precision, ok, build time, latency median/p90, accuracy per output as max abs and the relative
 error's mean/p99/max, artifact, note), or JSON. A Q/DQ (INT8) model is built at int8, fp16 and fp32 unless a
 precision is given (surgery.build.build_ladder), each compared against its float32 original.
-Exit 0 when every requested build succeeds, 1 when any fails, 2 on bad input."""
+With --profile every backend that runs here is timed at the profile's min, opt and max shapes (same seeded
+inputs). --tune-trials N tunes TVM with MetaSchedule on this CPU and shows the untuned latency beside the tuned.
+Exit 0 when every requested build succeeds, 1 when any fails, 2 on bad input (a profile that names no input
+of the model or contradicts its static dims: nothing is built or written)."""
 
 from __future__ import annotations
 
@@ -43,6 +46,21 @@ def add_parser(sub):
         metavar="INPUT:MIN:OPT:MAX",
         help=f"optimization profile for a dynamic input, e.g. {PROFILE_EXAMPLE} (repeat per input)",
     )
+    p.add_argument(
+        "--tune-trials",
+        type=int,
+        default=0,
+        metavar="N",
+        help="TVM: tune with MetaSchedule for N trials on this CPU (default 0: untuned); the report shows "
+        "untuned and tuned latency, and tuned tasks are reused from the tuning database on the next build",
+    )
+    p.add_argument(
+        "--tune-dir",
+        default=None,
+        metavar="DIR",
+        help="TVM tuning database (default: tvm-tuning/ beside --timing-cache, else "
+        "~/.cache/onnx-surgery/tvm-tuning)",
+    )
     p.add_argument("--workspace-mb", type=int, default=None, help="TensorRT workspace memory pool limit")
     p.add_argument(
         "--timing-cache", default=None, metavar="FILE", help="TensorRT timing cache (read, updated)"
@@ -78,12 +96,34 @@ def accuracy_line(acc: dict[str, float]) -> str:
     return line
 
 
+def _point(r, point: str) -> str:
+    entry = (r.latency_points or {}).get(point) or {}
+    return f"{entry['median']:.3f}" if "median" in entry else "-"
+
+
+def tuning_line(r) -> str:
+    """MetaSchedule's work in one line: untuned -> tuned median, trials, reused tasks, the database."""
+    t = r.tuning
+    untuned, tuned = t.get("untuned_ms") or {}, r.latency_ms or {}
+    line = ""
+    if untuned and tuned:
+        line = f"untuned {untuned['median']:.3f} ms -> tuned {tuned['median']:.3f} ms median"
+        line += f" (x{untuned['median'] / tuned['median']:.2f}); "
+    line += f"{t['trials_run']} new trial(s) of a budget of {t['trials_budget']} (MetaSchedule"
+    line += f", cost model {t['cost_model']})" if t.get("cost_model") else ")"
+    line += f", {t['tasks_reused']} of {t['tasks']} task(s) reused from the database {t['database']}"
+    return line
+
+
 def print_table(reports, out=None) -> None:
     out = out or sys.stdout
     rows = []
     show_precision = any(r.precision not in ("", "fp32") for r in reports)
+    show_points = any(r.latency_points for r in reports)
+    show_tuning = any(r.tuning for r in reports)
     for r in reports:
         lat = r.latency_ms or {}
+        untuned = (r.tuning or {}).get("untuned_ms") or {}
         rows.append(
             (r.backend,)
             + ((r.precision or "-",) if show_precision else ())
@@ -93,9 +133,15 @@ def print_table(reports, out=None) -> None:
                 f"{lat['median']:.3f}" if lat else "-",
                 f"{lat['p90']:.3f}" if lat else "-",
             )
+            + ((f"{untuned['median']:.3f}" if untuned else "-",) if show_tuning else ())
+            + (tuple(_point(r, p) for p in ("min", "opt", "max")) if show_points else ())
         )
     head = (
-        ("backend",) + (("precision",) if show_precision else ()) + ("ok", "build s", "median ms", "p90 ms")
+        ("backend",)
+        + (("precision",) if show_precision else ())
+        + ("ok", "build s", "median ms", "p90 ms")
+        + (("untuned ms",) if show_tuning else ())
+        + (("min ms", "opt ms", "max ms") if show_points else ())
     )
     widths = [max(len(x) for x in col) for col in zip(head, *rows)]
     print("  ".join(h.ljust(w) for h, w in zip(head, widths)), file=out)
@@ -108,6 +154,19 @@ def print_table(reports, out=None) -> None:
             print(f"{pad}accuracy {name}: {accuracy_line(acc)}", file=out)
         if r.artifact:
             print(f"{pad}artifact: {r.artifact}", file=out)
+        for point, entry in (r.latency_points or {}).items():
+            shapes = ", ".join(f"{n} {s}" for n, s in entry["shapes"].items())
+            if "error" in entry:
+                print(f"{pad}at {point} ({shapes}): not run: {entry['error']}", file=out)
+            else:
+                err = entry.get("worst_mean_rel")
+                print(
+                    f"{pad}at {point} ({shapes}): median {entry['median']:.3f} ms, p90 {entry['p90']:.3f} ms"
+                    + (f", worst mean rel error {_fmt(err)}" if err is not None else ""),
+                    file=out,
+                )
+        if r.tuning:
+            print(f"{pad}tuning: {tuning_line(r)}", file=out)
         if r.error:
             print(f"{pad}error: {r.error}" + (f" (node {r.node})" if r.node else ""), file=out)
         if r.note:
@@ -116,7 +175,7 @@ def print_table(reports, out=None) -> None:
 
 def run(args) -> int:
     from surgery.backends.base import BuildOptions
-    from surgery.build import build_ladder, build_model
+    from surgery.build import build_ladder, build_model, check_profiles
     from surgery.model import dumps, load_model
     from surgery.quantize import has_qdq
 
@@ -133,19 +192,30 @@ def run(args) -> int:
     if args.runs < 1 or args.warmup < 0:
         print("error: --runs must be at least 1 and --warmup at least 0", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if args.tune_trials < 0:
+        print("error: --tune-trials must be 0 (untuned) or more", file=sys.stderr)
+        return EXIT_BAD_INPUT
     model = load_model(args.model)
     inits = {t.name for t in model.proto.graph.initializer}
     inputs = [i.name for i in model.proto.graph.input if i.name not in inits]
     try:
         profiles = parse_profiles(args.profile, inputs)
+        check_profiles(model.proto, profiles)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     show = not args.json and sys.stderr.isatty()
 
+    last = [""]
+
     def progress(fraction, message):
         if show:
             print(f"\r  {fraction * 100:5.1f}%  {message[:70]:70s}", end="", file=sys.stderr, flush=True)
+        elif (
+            message.startswith("tvm: tuning") and message != last[0]
+        ):  # a log, not a bar: tuning takes a while
+            last[0] = message
+            print(f"  {message}", file=sys.stderr, flush=True)
 
     reports = []
     for backend in backends:
@@ -158,6 +228,8 @@ def run(args) -> int:
             runs=args.runs,
             warmup=args.warmup,
             timeout_s=args.timeout,
+            tune_trials=args.tune_trials if backend == "tvm" else 0,
+            tune_dir=args.tune_dir,
         )
         base_dir = str(model.base_dir) if model.base_dir else None
         with chatter_to_stderr(args.json):
