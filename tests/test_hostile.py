@@ -157,6 +157,27 @@ def test_names_that_are_not_utf8_are_written_as_escapes_in_json(tmp_path, capsys
     assert result["properties"]["opType"] == "OP\\xc3X"
 
 
+def test_a_split_plan_of_a_model_with_names_that_are_not_utf8_is_json(tmp_path, capsys):
+    path = make_non_utf8_model(tmp_path)
+    out = tmp_path / "parts"
+    code = main(["split", path, "-t", "onnxruntime", "-o", str(out), "--min-nodes", "1", "--json"])
+    printed = capsys.readouterr().out
+    assert code in (0, 1), printed
+    plan = json.loads(printed)
+    assert json.loads((out / "plan.json").read_text()) == plan
+
+    def strings(v):
+        if isinstance(v, dict):
+            return [x for k, w in v.items() for x in [k, *strings(w)]]
+        return (
+            [x for w in v for x in strings(w)] if isinstance(v, list) else [v] if isinstance(v, str) else []
+        )
+
+    names = strings(plan)
+    assert "NA\\xff\\xfeX" in names  # the node's name, escaped as everywhere else in the JSON output
+    assert not any(x.startswith("b'NA") for x in names)  # not Python's repr of the bytes
+
+
 # --- 3. backend chatter on stdout (onnxruntime's 'EP Error' banner) never lands in the JSON ------------------
 
 

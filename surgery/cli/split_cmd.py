@@ -8,7 +8,6 @@ be split: no supported region, an untyped tensor at a boundary)."""
 
 from __future__ import annotations
 
-import json
 import sys
 
 from surgery.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_REJECTED, chatter_to_stderr
@@ -110,7 +109,7 @@ def run(args) -> int:
     from surgery.backends import UnknownBackend
     from surgery.model import load_model
     from surgery.specs import parse_shapes
-    from surgery.split import DEFAULT_MIN_NODES, SplitError, make_plan, plain
+    from surgery.split import DEFAULT_MIN_NODES, SplitError, make_plan
 
     try:
         shapes = parse_shapes(args.input_shape)
@@ -134,7 +133,7 @@ def run(args) -> int:
         return EXIT_BAD_INPUT
     written = plan.save(args.output)
     if args.json:
-        print(json.dumps(plain(plan.to_dict()), indent=2, default=str))
+        print(plan.to_json())
     else:
         print(f"model: {args.model} ({plan.nodes} node(s), {plan.compute_nodes} compute)")
         print("\n".join(text(plan)))

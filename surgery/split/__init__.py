@@ -228,8 +228,14 @@ class Plan:
             external = has_external_data(part.model) or None  # else beside it only past 2 GiB
             save_model(part.model, d / part.file, self.base_dir, external=external)
         out = d / "plan.json"
-        out.write_text(json.dumps(plain(self.to_dict()), indent=2, default=_json_default, allow_nan=False))
+        out.write_text(self.to_json())
         return out
+
+    def to_json(self) -> str:
+        """plan.json's text: strict JSON (non-finite numbers as strings), names that are not UTF-8 escaped."""
+        from surgery.model import dumps
+
+        return dumps(plain(self.to_dict()), indent=2, default=_json_default, allow_nan=False)
 
     def to_zip(self) -> bytes:
         """The parts and plan.json as a zip archive (what the app offers for download)."""
