@@ -283,3 +283,20 @@ def test_a_big_model_is_drawn_with_declared_types_and_the_inspector_waits_for_in
     at.run()
     shown = " ".join(m.value for m in at.markdown)
     assert inferred.info(only_inferred[0]).shape_str() in shown, shown[-2000:]
+
+
+def test_build_page_offers_a_tvm_trial_budget_and_shows_untuned_and_tuned(monkeypatch, tmp_path):
+    pytest.importorskip("tvm")
+    monkeypatch.setenv("ONNX_SURGERY_CACHE", str(tmp_path))  # the tuning database goes here, not ~/.cache
+    at = run_page("pages/build.py")
+    at.multiselect(key="build_backends").set_value(["tvm"])
+    at.run()
+    at.number_input(key="build_runs").set_value(2)
+    at.number_input(key="build_tune_trials").set_value(2)
+    at.button(key="build_go").click()
+    at.run()
+    assert not at.exception
+    assert any(c.value.startswith("Tuning: untuned ") for c in at.caption), [c.value for c in at.caption]
+    row = at.dataframe[0].value.loc["tvm"]
+    assert row["median ms"] > 0 and row["untuned median ms"] > 0
+    assert (tmp_path / "tvm-tuning" / "database_tuning_record.json").exists()

@@ -14,7 +14,7 @@ import sidebar  # noqa: E402
 import streamlit as st  # noqa: E402
 
 from surgery.backends.base import BuildOptions  # noqa: E402
-from surgery.build import build_ladder, build_model  # noqa: E402
+from surgery.build import build_ladder, build_model, check_profiles  # noqa: E402
 from surgery.graph import GraphFacts  # noqa: E402
 from surgery.quantize import RANDOM_WARNING, CalibrationError, has_qdq, progress_to, quantize  # noqa: E402
 from surgery.specs import parse_profiles  # noqa: E402
@@ -40,6 +40,19 @@ for name, reason in why_not.items():
 CALIBRATE = "INT8 (calibrate)"
 precision = c[1].selectbox("Precision", ["fp32", "fp16", "bf16", "int8", CALIBRATE], key="build_precision")
 runs = c[2].number_input("Timed runs", 1, 1000, 20, key="build_runs")
+tune_trials = 0
+if "tvm" in backends:
+    tune_trials = st.number_input(
+        "TVM tuning trials (MetaSchedule on this CPU; 0 = untuned)",
+        0,
+        20000,
+        0,
+        step=8,
+        key="build_tune_trials",
+        help="TVM compiles for this CPU (llvm -mcpu from LLVM's host detection). With trials, MetaSchedule "
+        "tunes the model's kernels and the table shows the untuned and the tuned latency; tuned kernels are "
+        "kept in ~/.cache/onnx-surgery/tvm-tuning and reused by the next build, which then runs no new trials.",
+    )
 calibrate = precision == CALIBRATE
 upload = None
 if calibrate:
@@ -77,9 +90,13 @@ for name in dynamic:
     )
     if text:
         try:
-            profiles.update(parse_profiles([f"{name}:{text}"], dynamic))
+            one = parse_profiles([f"{name}:{text}"], dynamic)
+            check_profiles(ws.current, one)
+            profiles.update(one)
         except ValueError as exc:  # the same one-line message as `build --profile`
             st.error(str(exc).replace("--profile", "profile"))
+if profiles:
+    st.caption("Every backend that runs here is timed at the profile's min, opt and max shapes.")
 
 
 def _quantized():
@@ -117,7 +134,10 @@ if st.button("Build", key="build_go", type="primary", disabled=not backends):
     for backend in backends if model is not None else []:
         bar = st.progress(0.0, text=f"{backend}: starting")
         options = BuildOptions(
-            precision="fp32" if calibrate else precision, runs=int(runs), profiles=profiles
+            precision="fp32" if calibrate else precision,
+            runs=int(runs),
+            profiles=profiles,
+            tune_trials=int(tune_trials) if backend == "tvm" else 0,
         )
         progress = lambda f, m, bar=bar: bar.progress(min(max(f, 0.0), 1.0), text=m[:80])  # noqa: E731
         if calibrate:
@@ -155,6 +175,10 @@ for k, r in enumerate(results):
         if r.node and st.button(f"Show node {r.node} in the graph", key=f"build-node-{k}-{r.backend}"):
             s.selected = r.node
             st.switch_page("pages/workbench.py")
+        if r.tuning:
+            from surgery.cli.build_cmd import tuning_line
+
+            st.caption("Tuning: " + tuning_line(r))
         if r.note:
             st.caption(r.note)
         if r.artifact and Path(r.artifact).exists():
@@ -185,6 +209,12 @@ rows = [
         "precision": r.precision,
         "median ms": r.latency_ms["median"],
         "p90 ms": r.latency_ms["p90"],
+        **(
+            {"untuned median ms": r.tuning["untuned_ms"]["median"]}
+            if (r.tuning or {}).get("untuned_ms")
+            else {}
+        ),
+        **{f"{p} ms": e.get("median") for p, e in (r.latency_points or {}).items()},
         **(_worst(r) if r.accuracy else {"worst mean rel error": None}),
     }
     for r in results
@@ -194,7 +224,8 @@ if rows:
     df = pd.DataFrame(rows).set_index("backend")
     charts = st.columns(2)
     charts[0].markdown("**Latency (ms)**")
-    charts[0].bar_chart(df[["median ms", "p90 ms"]], stack=False)
+    shown = ["median ms", "p90 ms"] + [c for c in ("untuned median ms", "min ms", "max ms") if c in df]
+    charts[0].bar_chart(df[shown], stack=False)
     if df["worst mean rel error"].notna().any():
         errors = [c for c in ("worst mean rel error", "p99 rel error", "max rel error") if c in df]
         charts[1].markdown("**Accuracy against onnxruntime fp32 (relative error of the worst output)**")

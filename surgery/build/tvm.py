@@ -4,9 +4,9 @@ the library (`export_library`, a .so) is the artifact.
 
 With `tune_trials` > 0 the model is also tuned with MetaSchedule: its fused TIR functions (tasks) are searched
 for schedules, measured on this CPU, and the best go into a JSON tuning database (`tune_dir`: beside the
-TensorRT timing cache when one is given, else ~/.cache/onnx-surgery/tvm-tuning). A task the database already
-holds from a build with at least this trial budget is reused, not tuned again: a second build of the same model
-on the same CPU runs no new trials. The report keeps the untuned latency next to the tuned one."""
+TensorRT timing cache when one is given, else $ONNX_SURGERY_CACHE/tvm-tuning or ~/.cache/onnx-surgery/tvm-tuning).
+A task the database already holds from a build with at least this trial budget is reused, not tuned again: a
+second build of the same model on the same CPU runs no new trials. The report keeps the untuned latency next to the tuned one."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from surgery.backends.base import BuildOptions, BuildReport, error_line
 from surgery.backends.isolate import report_progress
 from surgery.build.measure import measure_into, opt_shapes
 
-DEFAULT_TUNE_DIR = "~/.cache/onnx-surgery/tvm-tuning"
+DEFAULT_TUNE_DIR = "~/.cache/onnx-surgery/tvm-tuning"  # the root is $ONNX_SURGERY_CACHE where set
 TUNED = "tuned.json"  # beside the database: task key -> the largest trial budget it was tuned with
 
 
@@ -71,6 +71,8 @@ def tune_dir(options: BuildOptions) -> Path:
         return Path(options.tune_dir).expanduser()
     if options.timing_cache:
         return Path(options.timing_cache).expanduser().resolve().parent / "tvm-tuning"
+    if os.environ.get("ONNX_SURGERY_CACHE"):
+        return Path(os.environ["ONNX_SURGERY_CACHE"]).expanduser() / "tvm-tuning"
     return Path(DEFAULT_TUNE_DIR).expanduser()
 
 
