@@ -114,6 +114,7 @@ def _in_process(ms, tvm):
     """A builder and a runner that compile and time candidates in this worker: MetaSchedule's LocalBuilder and
     LocalRunner start a process pool per batch, and each of those processes imports the tensor intrinsics
     again (tens of seconds a batch here). The build is already isolated in its own process."""
+    from tvm.driver import build as tir_build  # what MetaSchedule's default builder calls
     from tvm.ir.utils import derived_object
     from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 
@@ -127,7 +128,7 @@ def _in_process(ms, tvm):
                 try:
                     mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(bi.mod)
                     key = f"in-process:{len(built)}"
-                    built[key] = tvm.compile(mod, target=bi.target)
+                    built[key] = tir_build(mod, target=bi.target)
                     results.append(ms.builder.BuilderResult(key, None))
                 except Exception as exc:  # a candidate that does not compile is a failed trial
                     results.append(ms.builder.BuilderResult(None, error_line(exc, 400)))
@@ -170,13 +171,14 @@ def _in_process(ms, tvm):
 
 
 def _progress_callback(ms, budget: int, names: list[str], count: list[int]):
-    """A measure callback that reports each batch of trials (count[0]: trials so far)."""
+    """A measure callback that reports each batch of trials (count: trials so far, failed ones)."""
     from tvm.ir.utils import derived_object
 
     @derived_object
     class Progress(ms.measure_callback.PyMeasureCallback):
         def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
             count[0] += len(measure_candidates)
+            count[1] += sum(1 for b, r in zip(builder_results, runner_results) if b.error_msg or r.error_msg)
             n = min(count[0], budget)
             report_progress(
                 0.3 + 0.4 * n / max(budget, 1),
@@ -209,6 +211,7 @@ def _tune(tvm, relax, mod, target, options: BuildOptions, log: list[str]):
     stats = {
         "trials_budget": budget,
         "trials_run": 0,
+        "trials_failed": 0,
         "tasks": len(tasks),
         "tasks_reused": len(tasks) - len(todo),
         "database": str(folder),
@@ -240,7 +243,7 @@ def _tune(tvm, relax, mod, target, options: BuildOptions, log: list[str]):
                 todo, work, strategy=strategy, num_threads=cores, seed=0
             )
             builder, runner = _in_process(ms, tvm)
-            count = [0]
+            count = [0, 0]
             # the default callbacks less RemoveBuildArtifact: candidates are built in memory, not to files
             callbacks = [
                 ms.measure_callback.AddToDatabase(),
@@ -259,7 +262,7 @@ def _tune(tvm, relax, mod, target, options: BuildOptions, log: list[str]):
                 cost_model=ms.cost_model.CostModel.create(cost_model),
                 measure_callbacks=callbacks,
             )
-            stats["trials_run"] = count[0]
+            stats["trials_run"], stats["trials_failed"] = count
         for t in todo:
             tuned[_task_key(t, target)] = max(budget, tuned.get(_task_key(t, target), 0))
         tmp = tuned_file.with_suffix(f".{os.getpid()}.tmp")
@@ -268,7 +271,7 @@ def _tune(tvm, relax, mod, target, options: BuildOptions, log: list[str]):
     stats["seconds"] = time.perf_counter() - t0
     log.append(
         f"MetaSchedule: {len(tasks)} task(s), {stats['tasks_reused']} reused from {folder}, "
-        f"{stats['trials_run']} new trial(s) of a budget of {budget}"
+        f"{stats['trials_run']} new trial(s) of a budget of {budget} ({stats['trials_failed']} failed)"
         + (f" (cost model {stats['cost_model']})" if stats["cost_model"] else "")
         + f", {stats['seconds']:.1f} s"
     )

@@ -109,7 +109,10 @@ def tuning_line(r) -> str:
     if untuned and tuned:
         line = f"untuned {untuned['median']:.3f} ms -> tuned {tuned['median']:.3f} ms median"
         line += f" (x{untuned['median'] / tuned['median']:.2f}); "
-    line += f"{t['trials_run']} new trial(s) of a budget of {t['trials_budget']} (MetaSchedule"
+    line += f"{t['trials_run']} new trial(s) of a budget of {t['trials_budget']}"
+    if t.get("trials_failed"):
+        line += f", {t['trials_failed']} of them failed"
+    line += " (MetaSchedule"
     line += f", cost model {t['cost_model']})" if t.get("cost_model") else ")"
     line += f", {t['tasks_reused']} of {t['tasks']} task(s) reused from the database {t['database']}"
     return line
