@@ -4,8 +4,9 @@ library; they never hold state of their own."""
 
 from __future__ import annotations
 
+import contextlib
 import os
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import InvalidStateError, ThreadPoolExecutor
 from pathlib import Path
 
 import streamlit as st
@@ -237,7 +238,8 @@ def _facts(fp: str, _model):
 
 # Shape inference is most of the time it takes to open a big model (100k nodes: ~1.5 of ~2.5 CPU s), and the
 # collapsed first drawing needs no shapes: above this size the graph is drawn with the declared types while a
-# worker process infers the shapes (surgery.graph.infer_in_worker), started once the page is drawn.
+# worker process infers the shapes on the other core (surgery.graph.infer_in_worker; it reads the file itself
+# when the model is the unedited original), started before the declared facts are computed.
 SHAPES_LATER_OVER = 20_000  # nodes
 _SHAPES = ThreadPoolExecutor(max_workers=1, thread_name_prefix="onnx-surgery-shapes")
 
@@ -250,14 +252,25 @@ def _declared_facts(fp: str, _model):
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)
-def _shapes(fp: str, _declared):
+def _shapes(fp: str, _model, _path):
+    """(a Future the declared facts are handed to, the Future of the facts with shapes)."""
+    from concurrent.futures import Future
+
     from surgery.graph import infer_in_worker
 
-    future = _SHAPES.submit(infer_in_worker, _declared)
+    declared = Future()
+    future = _SHAPES.submit(infer_in_worker, declared, path=_path)
     # then what the first selected node's fixes need (the rules, ~0.5 s; the rule context's foldable set, ~0.4 s
     # at 100k nodes), while the user looks at the drawing; the executor's one thread runs it after the shapes
-    _SHAPES.submit(lambda: (builtin_rules(), _rule_context(fp, _declared.model, future.result()).foldable))
-    return future
+    _SHAPES.submit(lambda: (builtin_rules(), _rule_context(fp, _model, future.result()).foldable))
+    return declared, future
+
+
+def _unedited_path() -> str | None:
+    """The file the current model was read from, when it is that file's model unchanged."""
+    ws = workspace()
+    source = ws.original.source
+    return source if ws.current is ws.original.proto and source and Path(source).is_file() else None
 
 
 def facts(shapes: bool = True):
@@ -267,19 +280,14 @@ def facts(shapes: bool = True):
     fp, model = fingerprint(), workspace().current
     if len(model.graph.node) <= SHAPES_LATER_OVER:
         return _facts(fp, model)
+    declared_future, future = _shapes(fp, model, _unedited_path())  # the worker starts first
     declared = _declared_facts(fp, model)
+    with contextlib.suppress(InvalidStateError):  # another session handed them over first
+        declared_future.set_result(declared)
     if not shapes:
         return declared
     with st.spinner("Inferring shapes…"):
-        return _shapes(fp, declared).result()
-
-
-def infer_shapes_soon() -> None:
-    """Start inferring a big model's shapes in the background (called once the page is drawn)."""
-    fp, model = fingerprint(), workspace().current
-    if len(model.graph.node) > SHAPES_LATER_OVER and state().get("_shapes_started") != fp:
-        state()["_shapes_started"] = fp
-        _shapes(fp, _declared_facts(fp, model))
+        return future.result()
 
 
 def enter_scope(scope: str, instead_of_last: bool = False) -> None:

@@ -596,11 +596,17 @@ def _infer(model: ModelProto) -> tuple[ModelProto, str | None]:
         return model, f"shape inference failed: {first_line(str(exc)) or type(exc).__name__}"
 
 
-def typed_values(light: bytes) -> tuple[bytes, str | None]:
-    """Shape inference on a serialized light copy, for a worker process: the inferred graph's inputs,
+def typed_values(light: bytes | str) -> tuple[bytes, str | None]:
+    """Shape inference for a worker process, on a serialized light copy or on the model file at a path (read
+    there, weights never: the parent need not copy a model it has not edited): the inferred graph's inputs,
     value_info and outputs (a serialized GraphProto: all that `GraphFacts.with_shapes` reads) and the error."""
-    model = ModelProto.FromString(light)
-    inferred, error = _infer(model)  # a light copy's light copy is itself
+    if isinstance(light, str):
+        from surgery.model import load_model
+
+        model = load_model(light).proto
+    else:
+        model = ModelProto.FromString(light)
+    inferred, error = _infer(model)  # the light copy of a light copy is itself
     g = onnx.GraphProto()
     g.input.extend(inferred.graph.input)
     g.value_info.extend(inferred.graph.value_info)
@@ -608,21 +614,28 @@ def typed_values(light: bytes) -> tuple[bytes, str | None]:
     return g.SerializeToString(), error
 
 
-def infer_in_worker(facts: GraphFacts, timeout: float = 600.0) -> GraphFacts:
+def infer_in_worker(facts, timeout: float = 600.0, path: str | None = None) -> GraphFacts:
     """`facts` with inferred shapes, inference run in a worker process (surgery.backends.isolate): onnx's
     inference holds the GIL for its whole run (~1 s at 100k nodes), which would stall a server's other threads.
-    The result is remembered as `GraphFacts.of(facts.model)`'s answer."""
+    `path`: the file `facts.model` was read from, unedited (the worker reads it: nothing to copy here). `facts`
+    may be a Future of the facts, awaited only once the worker is done (so both can be computed at once). The
+    result is remembered as `GraphFacts.of(model)`'s answer."""
     from surgery.backends.isolate import BackendCrash, call_isolated
 
     try:
-        data, error = call_isolated(
-            "surgery.graph:typed_values", light_copy(facts.model).SerializeToString(), timeout=timeout
-        )
-        inferred = facts.with_shapes(onnx.GraphProto.FromString(data), error)
+        source = path if path else light_copy(_result(facts).model).SerializeToString()
+        data, error = call_isolated("surgery.graph:typed_values", source, timeout=timeout)
+        graph, error = onnx.GraphProto.FromString(data), error
     except BackendCrash as exc:
-        inferred = facts.with_shapes(facts.model.graph, f"shape inference failed: {exc}")
+        graph, error = None, f"shape inference failed: {exc}"
+    facts = _result(facts)
+    inferred = facts.with_shapes(graph if graph is not None else facts.model.graph, error)
     _remember(facts.model, facts.model.ByteSize(), inferred)
     return inferred
+
+
+def _result(facts_or_future):
+    return facts_or_future.result() if hasattr(facts_or_future, "result") else facts_or_future
 
 
 def _remember(model: ModelProto, size: int, facts: GraphFacts) -> None:

@@ -269,9 +269,10 @@ def test_a_big_model_is_drawn_with_declared_types_and_the_inspector_waits_for_in
     at.run()
     assert not at.exception
     fp = at.session_state["_fp_memo"][1]
-    assert at.session_state["_shapes_started"] == fp  # started once the page was drawn
     declared = adapter._declared_facts(fp, None)
-    inferred = adapter._shapes(fp, None).result(timeout=60)
+    handed, started = adapter._shapes(fp, None, None)  # started with the first run, before the declared facts
+    assert handed.result(timeout=1) is declared
+    inferred = started.result(timeout=60)
     assert not declared.inferred and inferred.inferred
     only_inferred = [
         t for t, info in inferred.tensors.items() if info.shape is not None and declared.info(t).shape is None
