@@ -105,6 +105,10 @@ def build_model(
         )
     options.profiles = {n: _profile(n, shapes) for n, shapes in options.profiles.items()}
     check_profiles(model, options.profiles)  # before anything is written
+    if name == "tvm" and options.tune_trials > 0 and not options.tune_dir:
+        from surgery.build.tvm import tune_dir
+
+        options.tune_dir = str(tune_dir(options))  # here, not in a worker started before the caller's env
     out_dir = Path(options.out_dir or tempfile.mkdtemp(prefix=f"onnx-surgery-{name}-"))
     out_dir.mkdir(parents=True, exist_ok=True)
     options.out_dir = str(out_dir)
