@@ -238,8 +238,8 @@ def _facts(fp: str, _model):
 
 # Shape inference is most of the time it takes to open a big model (100k nodes: ~1.5 of ~2.5 CPU s), and the
 # collapsed first drawing needs no shapes: above this size the graph is drawn with the declared types while a
-# worker process infers the shapes on the other core (surgery.graph.infer_in_worker; it reads the file itself
-# when the model is the unedited original), started before the declared facts are computed.
+# worker process infers the shapes (surgery.graph.infer_in_worker; it reads the file itself when the model is
+# the unedited original), started once the page is drawn.
 SHAPES_LATER_OVER = 20_000  # nodes
 _SHAPES = ThreadPoolExecutor(max_workers=1, thread_name_prefix="onnx-surgery-shapes")
 
@@ -280,14 +280,26 @@ def facts(shapes: bool = True):
     fp, model = fingerprint(), workspace().current
     if len(model.graph.node) <= SHAPES_LATER_OVER:
         return _facts(fp, model)
-    declared_future, future = _shapes(fp, model, _unedited_path())  # the worker starts first
     declared = _declared_facts(fp, model)
-    with contextlib.suppress(InvalidStateError):  # another session handed them over first
-        declared_future.set_result(declared)
     if not shapes:
         return declared
     with st.spinner("Inferring shapes…"):
-        return future.result()
+        return infer_shapes_soon().result()
+
+
+def infer_shapes_soon():
+    """Start inferring a big model's shapes in the worker (once the page is drawn: started with the first run,
+    the worker slowed the first drawing of a 100k-node model from 5.5 to 7.4 s on 2 cores, bench/app_open.py);
+    the Future of the facts with shapes, None for a model drawn with them already."""
+    fp, model = fingerprint(), workspace().current
+    if len(model.graph.node) <= SHAPES_LATER_OVER:
+        return None
+    handed, future = _shapes(fp, model, _unedited_path())
+    with contextlib.suppress(
+        InvalidStateError
+    ):  # handed over already (this session's last run, or another's)
+        handed.set_result(_declared_facts(fp, model))
+    return future
 
 
 def enter_scope(scope: str, instead_of_last: bool = False) -> None:

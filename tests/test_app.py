@@ -270,7 +270,7 @@ def test_a_big_model_is_drawn_with_declared_types_and_the_inspector_waits_for_in
     assert not at.exception
     fp = at.session_state["_fp_memo"][1]
     declared = adapter._declared_facts(fp, None)
-    handed, started = adapter._shapes(fp, None, None)  # started with the first run, before the declared facts
+    handed, started = adapter._shapes(fp, None, None)  # started once the page was drawn
     assert handed.result(timeout=1) is declared
     inferred = started.result(timeout=60)
     assert not declared.inferred and inferred.inferred

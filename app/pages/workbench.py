@@ -368,6 +368,8 @@ with actions:
         on_click="ignore",
     )
 
+adapter.infer_shapes_soon()  # a big model's shapes, in the background now that the page is drawn
+
 if pending:  # the next target's verdicts, then a rerun to colour the graph with them
     with checking.container(), st.spinner(f"Checking with {pending[0]}… ({len(pending)} to go)"):
         adapter.reports([pending[0]])
