@@ -301,3 +301,28 @@ def test_build_page_offers_a_tvm_trial_budget_and_shows_untuned_and_tuned(monkey
     row = at.dataframe[0].value.loc["tvm"]
     assert row["median ms"] > 0 and row["untuned median ms"] > 0
     assert (tmp_path / "tvm-tuning" / "database_tuning_record.json").exists()
+
+
+def test_a_big_model_edited_in_the_app_gets_the_shapes_of_the_edited_model(monkeypatch):
+    import sys
+
+    at = run_page()
+    adapter = sys.modules["adapter"]
+    monkeypatch.setattr(adapter, "SHAPES_LATER_OVER", 3)  # every lesson model counts as big
+    at.session_state["targets"] = ["onnxruntime"]
+    at.button(key="side-lesson-ml_scaler").click()
+    at.run()
+    at.button(key="apply-ml-scaler-decompose").click()
+    at.run()
+    assert not at.exception, at.exception
+    ws = at.session_state["ws"]
+    assert [s.rule for s in ws.recipe] == ["ml-scaler-decompose"]
+    fp = at.session_state["_fp_memo"][1]
+    assert fp == ws.fingerprint()  # the edited model's
+    _, started = adapter._shapes(fp, None, None)
+    inferred = started.result(timeout=60)
+    assert inferred.inferred and inferred.model is ws.current
+    # tensors only the edit made have inferred shapes: the worker inferred the edited model, not the file
+    before = {o for n in ws.original.proto.graph.node for o in n.output}
+    made = [o for n in ws.current.graph.node for o in n.output if o and o not in before]
+    assert made and all(inferred.info(o).shape is not None for o in made), made
