@@ -267,10 +267,17 @@ def _shapes(fp: str, _model, _path):
 
 
 def _unedited_path() -> str | None:
-    """The file the current model was read from, when it is that file's model unchanged."""
+    """The file the current model was read from, when it is that file's model unchanged (never for an upload:
+    its name is not a path on this machine; nor for a file whose size changed since it was read)."""
     ws = workspace()
-    source = ws.original.source
-    return source if ws.current is ws.original.proto and source and Path(source).is_file() else None
+    original = ws.original
+    if ws.current is not original.proto or original.base_dir is None:
+        return None
+    path = Path(original.base_dir) / Path(original.source).name
+    try:
+        return str(path) if path.stat().st_size == original.file_bytes else None
+    except OSError:
+        return None
 
 
 def facts(shapes: bool = True):

@@ -326,3 +326,28 @@ def test_a_big_model_edited_in_the_app_gets_the_shapes_of_the_edited_model(monke
     before = {o for n in ws.original.proto.graph.node for o in n.output}
     made = [o for n in ws.current.graph.node for o in n.output if o and o not in before]
     assert made and all(inferred.info(o).shape is not None for o in made), made
+
+
+def test_the_shape_worker_reads_a_file_only_for_the_unedited_model_read_from_it(tmp_path, monkeypatch):
+    import sys
+
+    from surgery.samples import sample_path
+    from surgery.workspace import Workspace
+
+    run_page()
+    adapter = sys.modules["adapter"]
+    path = sample_path("resize_scales_chain")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "upload.onnx").write_bytes(b"not this one")  # an upload's name that is also a file here
+    uploaded = Workspace.open(path.read_bytes(), name="upload.onnx")
+    monkeypatch.setattr(adapter, "workspace", lambda: uploaded)
+    assert adapter._unedited_path() is None  # an upload is never read back from a path
+    opened = Workspace.open(path)
+    monkeypatch.setattr(adapter, "workspace", lambda: opened)
+    assert adapter._unedited_path() == str(path)
+    copy = tmp_path / "m.onnx"
+    copy.write_bytes(path.read_bytes())
+    changed = Workspace.open(copy)
+    monkeypatch.setattr(adapter, "workspace", lambda: changed)
+    copy.write_bytes(path.read_bytes() + b"\0")  # the file changed since it was read
+    assert adapter._unedited_path() is None
