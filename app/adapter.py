@@ -4,9 +4,8 @@ library; they never hold state of their own."""
 
 from __future__ import annotations
 
-import contextlib
 import os
-from concurrent.futures import InvalidStateError, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import streamlit as st
@@ -252,18 +251,15 @@ def _declared_facts(fp: str, _model):
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)
-def _shapes(fp: str, _model, _path):
-    """(a Future the declared facts are handed to, the Future of the facts with shapes)."""
-    from concurrent.futures import Future
-
+def _shapes(fp: str, _declared, _path):
+    """The Future of the facts with shapes, inferred in the worker."""
     from surgery.graph import infer_in_worker
 
-    declared = Future()
-    future = _SHAPES.submit(infer_in_worker, declared, path=_path)
+    future = _SHAPES.submit(infer_in_worker, _declared, path=_path)
     # then what the first selected node's fixes need (the rules, ~0.5 s; the rule context's foldable set, ~0.4 s
     # at 100k nodes), while the user looks at the drawing; the executor's one thread runs it after the shapes
-    _SHAPES.submit(lambda: (builtin_rules(), _rule_context(fp, _model, future.result()).foldable))
-    return declared, future
+    _SHAPES.submit(lambda: (builtin_rules(), _rule_context(fp, _declared.model, future.result()).foldable))
+    return future
 
 
 def _unedited_path() -> str | None:
@@ -301,12 +297,7 @@ def infer_shapes_soon():
     fp, model = fingerprint(), workspace().current
     if len(model.graph.node) <= SHAPES_LATER_OVER:
         return None
-    handed, future = _shapes(fp, model, _unedited_path())
-    with contextlib.suppress(
-        InvalidStateError
-    ):  # handed over already (this session's last run, or another's)
-        handed.set_result(_declared_facts(fp, model))
-    return future
+    return _shapes(fp, _declared_facts(fp, model), _unedited_path())
 
 
 def enter_scope(scope: str, instead_of_last: bool = False) -> None:

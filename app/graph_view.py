@@ -35,7 +35,7 @@ def view(report, reports, focus: str | None, hops: int):
     scope, context = (None, None) if focus else window()
     # a big model's collapsed drawing needs no shapes: it is drawn with the declared types while they are inferred
     facts = adapter.facts(shapes=bool(focus or scope))
-    fp = adapter.fingerprint() + ("" if facts.inferred else ":declared")
+    fp = adapter.fingerprint()  # which facts a window gets follows from the window: no key of its own
     structure = _structure(fp, focus, hops, scope, context, facts)
     verdicts = report.by_node() if report else {}
     return _painted(

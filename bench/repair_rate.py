@@ -133,6 +133,12 @@ def corpus_args(ap: argparse.ArgumentParser, targets: list[str]) -> None:
     )
 
 
+def repair_record(rec: dict, target: str, rules, args) -> dict:
+    """`repair` on one manifest record, answering questions from its test data unless --no-answers."""
+    path = CORPUS / rec["path"]
+    return repair(path, target, rules, args.max_steps, test_values(path) if args.answers else None)
+
+
 def corpus_records(args) -> list[dict]:
     """The corpus models `args` choose (families, tune/holdout split, limit), in the manifest's order."""
     manifest = json.loads((CORPUS / "manifest.json").read_text())
@@ -170,8 +176,7 @@ def main() -> None:
             start = time.perf_counter()
             signal.setitimer(signal.ITIMER_REAL, args.timeout)
             try:
-                answers = test_values(CORPUS / rec["path"]) if args.answers else None
-                row = repair(CORPUS / rec["path"], target, rules, args.max_steps, answers)
+                row = repair_record(rec, target, rules, args)
             except OutOfTime:
                 row = {"target": target, "before": "out of time", "error": f"over {args.timeout:.0f} s"}
             except Exception as exc:  # a model this tool refuses: the row says so, the run goes on

@@ -37,8 +37,7 @@ from repair_rate import (  # noqa: E402
     _repaired,
     corpus_args,
     corpus_records,
-    repair,
-    test_values,
+    repair_record,
 )
 
 TARGETS = [
@@ -122,8 +121,7 @@ def main() -> None:
             signal.setitimer(signal.ITIMER_REAL, args.timeout)
             try:
                 if row is None:
-                    answers = test_values(CORPUS / rec["path"]) if args.answers else None
-                    row = repair(CORPUS / rec["path"], target, rules, args.max_steps, answers)
+                    row = repair_record(rec, target, rules, args)
                 row = dict(row)
                 if row["before"] == "rejects" and not _repaired(row):
                     signal.setitimer(signal.ITIMER_REAL, args.timeout)

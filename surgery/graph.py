@@ -634,28 +634,21 @@ def typed_values(light: bytes | str) -> tuple[bytes, str | None]:
     return g.SerializeToString(), error
 
 
-def infer_in_worker(facts, timeout: float = 600.0, path: str | None = None) -> GraphFacts:
+def infer_in_worker(facts: GraphFacts, timeout: float = 600.0, path: str | None = None) -> GraphFacts:
     """`facts` with inferred shapes, inference run in a worker process (surgery.backends.isolate): onnx's
     inference holds the GIL for its whole run (~1 s at 100k nodes), which would stall a server's other threads.
-    `path`: the file `facts.model` was read from, unedited (the worker reads it: nothing to copy here). `facts`
-    may be a Future of the facts, awaited only once the worker is done (so both can be computed at once). The
-    result is remembered as `GraphFacts.of(model)`'s answer."""
+    `path`: the file `facts.model` was read from, unedited (the worker reads it: nothing to copy here). The
+    result is remembered as `GraphFacts.of(facts.model)`'s answer."""
     from surgery.backends.isolate import BackendCrash, call_isolated
 
     try:
-        source = path if path else light_copy(_result(facts).model).SerializeToString()
+        source = path if path else light_copy(facts.model).SerializeToString()
         data, error = call_isolated("surgery.graph:typed_values", source, timeout=timeout)
-        graph, error = onnx.GraphProto.FromString(data), error
+        inferred = facts.with_shapes(onnx.GraphProto.FromString(data), error)
     except BackendCrash as exc:
-        graph, error = None, f"shape inference failed: {exc}"
-    facts = _result(facts)
-    inferred = facts.with_shapes(graph if graph is not None else facts.model.graph, error)
+        inferred = facts.with_shapes(facts.model.graph, f"shape inference failed: {exc}")
     _remember(facts.model, facts.model.ByteSize(), inferred)
     return inferred
-
-
-def _result(facts_or_future):
-    return facts_or_future.result() if hasattr(facts_or_future, "result") else facts_or_future
 
 
 def _remember(model: ModelProto, size: int, facts: GraphFacts) -> None:

@@ -204,36 +204,24 @@ def reduce_model(
         """The candidate model, typed from inference, else from onnxruntime runs of the original (learned once);
         an output still untyped is declared without a type (a parser takes it), an input is not (None)."""
         for loose in (False, True):
-            try:
-                return cut(
-                    proto,
-                    facts,
-                    sorted(nodes),
-                    outputs_of(nodes),
-                    fold_all=True,
-                    values=values,
-                    types=types,
-                    base_dir=base_dir,
-                    loose_outputs=loose,
-                )
-            except CutError as exc:
-                if exc.tensor and not typed_once[0]:
+            for attempt in (1, 2):  # the second after learning the types onnxruntime runs give (once)
+                try:
+                    return cut(
+                        proto,
+                        facts,
+                        sorted(nodes),
+                        outputs_of(nodes),
+                        fold_all=True,
+                        values=values,
+                        types=types,
+                        base_dir=base_dir,
+                        loose_outputs=loose,
+                    )
+                except CutError as exc:
+                    if attempt == 2 or not exc.tensor or typed_once[0]:
+                        break
                     typed_once[0] = True
                     _learn(proto, facts, types, base_dir)
-                    try:
-                        return cut(
-                            proto,
-                            facts,
-                            sorted(nodes),
-                            outputs_of(nodes),
-                            fold_all=True,
-                            values=values,
-                            types=types,
-                            base_dir=base_dir,
-                            loose_outputs=loose,
-                        )
-                    except CutError:
-                        continue
         return None
 
     def same(rep, c) -> bool:

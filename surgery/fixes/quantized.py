@@ -418,6 +418,14 @@ def _reencode_int8(dq: NodeProto, arrays: list[np.ndarray]) -> np.ndarray | None
     return centered.astype(np.int8)
 
 
+def _dequantize_linear(edit, key: str) -> tuple[int, NodeProto]:
+    """(index, node) of the DequantizeLinear `key` names; anything else is refused."""
+    ((i, dq),) = _nodes(edit, [key])
+    if dq.op_type != "DequantizeLinear":
+        raise FixError(f"{_name(dq)} is not a DequantizeLinear")
+    return i, dq
+
+
 @register(
     "dequantize_constant",
     safety=Safety.EXACT,
@@ -431,9 +439,7 @@ def dequantize_constant(model: ModelProto, node) -> ModelProto:
     facts = edit.facts
 
     def work(key: str) -> None:
-        ((i, dq),) = _nodes(edit, [key])
-        if dq.op_type != "DequantizeLinear":
-            raise FixError(f"{_name(dq)} is not a DequantizeLinear")
+        i, dq = _dequantize_linear(edit, key)
         x = dq.input[0]
         producer = edit.producer(x)
         if producer is not None and producer.op_type == "Gather" and not facts.is_constant(x):
@@ -643,9 +649,7 @@ def pad_four_bit(model: ModelProto, node) -> ModelProto:
     facts = edit.facts
 
     def work(key: str) -> None:
-        ((i, dq),) = _nodes(edit, [key])
-        if dq.op_type != "DequantizeLinear":
-            raise FixError(f"{_name(dq)} is not a DequantizeLinear")
+        i, dq = _dequantize_linear(edit, key)
         x_name = dq.input[0]
         x_t = edit.facts.initializers.get(x_name)
         if x_t is None or x_t.data_type not in FOUR_BIT:
