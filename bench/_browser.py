@@ -54,7 +54,7 @@ def start_server(
         [
             sys.executable,
             "-m",
-            "streamlit",
+            "surgery.cli.serve",  # what `onnx-surgery app` runs: `streamlit run`, the first page's imports done
             "run",
             str(ROOT / "app" / "main.py"),
             "--server.port",

@@ -35,7 +35,7 @@ def build_command(args) -> tuple[list[str], dict[str, str]]:
     cmd = [
         sys.executable,
         "-m",
-        "streamlit",
+        "surgery.cli.serve",  # `streamlit run`, after importing what every first page needs
         "run",
         str(APP),
         "--server.port",

@@ -1,0 +1,45 @@
+"""The app's server process: `python -m surgery.cli.serve run APP [streamlit options]` is `streamlit run`, after
+the server has imported what every first page needs.
+
+A Streamlit server imports a page's modules on the first page it serves: onnx, numpy, the Workbench's own modules,
+and, when the first graph is drawn, pandas and pyarrow (Streamlit's component serialization looks for data frames
+in the payload). On this project's 2-core machine that is ~1 s of the first page, every time a server starts
+(bench/app_open.py). Importing them here, before the server answers, moves that second to the server's start,
+where `onnx-surgery app` prints its address: a page, the first one included, then only does the page's work."""
+
+from __future__ import annotations
+
+import sys
+
+
+def preload() -> None:
+    from surgery.resources import APP_DIR
+
+    sys.path.insert(0, str(APP_DIR))  # the pages import the app's modules from app/ (the same names, once)
+    import adapter  # noqa: F401  (the Workbench's modules: onnx, numpy, the library)
+    import graph_component  # noqa: F401
+    import graph_view  # noqa: F401
+    import pandas  # noqa: F401  (Streamlit's component serialization imports both on the first graph drawn)
+    import pyarrow  # noqa: F401
+    import sidebar  # noqa: F401
+    import verdicts  # noqa: F401
+
+    import surgery.view  # noqa: F401
+
+
+def main() -> None:
+    import gc
+
+    preload()
+    # what the server imported lives as long as it does: out of the collector's way (each full collection would
+    # walk it again; gc.freeze's documented use)
+    gc.collect()
+    gc.freeze()
+    from streamlit.web import cli
+
+    sys.argv = ["streamlit", *sys.argv[1:]]
+    cli.main(prog_name="streamlit")
+
+
+if __name__ == "__main__":
+    main()
