@@ -251,15 +251,20 @@ def _declared_facts(fp: str, _model):
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)
-def _shapes(fp: str, _declared, _path):
-    """The Future of the facts with shapes, inferred in the worker."""
+def _background(fp: str, _declared, _path):
+    """A big model's work after its first drawing, in order on the executor's one thread: the search index
+    (~0.15 s at 100k nodes), the facts with shapes (inferred in the worker process), then what the first
+    selected node's fixes need (the rules; the rule context's foldable set, ~0.4 s). Returns the Futures of the
+    shapes and of the fixes' preparation."""
     from surgery.graph import infer_in_worker
+    from surgery.view import search_index
 
-    future = _SHAPES.submit(infer_in_worker, _declared, path=_path)
-    # then what the first selected node's fixes need (the rules, ~0.5 s; the rule context's foldable set, ~0.4 s
-    # at 100k nodes), while the user looks at the drawing; the executor's one thread runs it after the shapes
-    _SHAPES.submit(lambda: (builtin_rules(), _rule_context(fp, _declared.model, future.result()).foldable))
-    return future
+    _SHAPES.submit(search_index, _declared)
+    shapes = _SHAPES.submit(infer_in_worker, _declared, path=_path)
+    fixes = _SHAPES.submit(
+        lambda: (builtin_rules(), _rule_context(fp, _declared.model, shapes.result()).foldable)
+    )
+    return shapes, fixes
 
 
 def _unedited_path() -> str | None:
@@ -276,28 +281,46 @@ def _unedited_path() -> str | None:
         return None
 
 
-def facts(shapes: bool = True):
+def facts(shapes: bool = True, wait: bool = True):
     """GraphFacts of the current model, shared across reruns and sessions: with inferred shapes, waiting for
-    them if they are being inferred; with `shapes=False`, a big model's declared types (what the collapsed
-    drawing, search and navigation read: the collapsed drawing stays the same when the shapes arrive)."""
+    them if they are being inferred (`wait=False`: the declared types until they are in); with `shapes=False`,
+    a big model's declared types (what the collapsed drawing, search and navigation read: the collapsed drawing
+    stays the same when the shapes arrive)."""
     fp, model = fingerprint(), workspace().current
     if len(model.graph.node) <= SHAPES_LATER_OVER:
         return _facts(fp, model)
     declared = _declared_facts(fp, model)
     if not shapes:
         return declared
+    future = infer_shapes_soon()
+    if not wait and not future.done():
+        return declared
     with st.spinner("Inferring shapes…"):
-        return infer_shapes_soon().result()
+        return future.result()
 
 
-def infer_shapes_soon():
-    """Start inferring a big model's shapes in the worker (once the page is drawn: started with the first run,
-    the worker slowed the first drawing of a 100k-node model from 5.5 to 7.4 s on 2 cores, bench/app_open.py);
-    the Future of the facts with shapes, None for a model drawn with them already."""
+def _started():
+    """A big model's background work (started now if it was not): (shapes, fixes) Futures; None for a model
+    drawn with its shapes."""
     fp, model = fingerprint(), workspace().current
     if len(model.graph.node) <= SHAPES_LATER_OVER:
         return None
-    return _shapes(fp, _declared_facts(fp, model), _unedited_path())
+    return _background(fp, _declared_facts(fp, model), _unedited_path())
+
+
+def infer_shapes_soon():
+    """Start a big model's background work (once the page is drawn: the worker started with the first run
+    slowed the first drawing of a 100k-node model from 5.5 to 7.4 s on 2 cores, bench/app_open.py); the Future
+    of the facts with shapes, None for a model drawn with them already."""
+    started = _started()
+    return started[0] if started else None
+
+
+def fixes_ready() -> bool:
+    """Whether proposals can be made without waiting: the shapes are in and the rules and the rule context are
+    prepared (always, for a model drawn with its shapes)."""
+    started = _started()
+    return started is None or started[1].done()
 
 
 def enter_scope(scope: str, instead_of_last: bool = False) -> None:

@@ -8,7 +8,9 @@ import streamlit as st
 
 
 @st.cache_resource(show_spinner=False, max_entries=24)
-def _structure(fp: str, focus: str | None, hops: int, scope: str | None, context: str | None, _facts):
+def _structure(
+    fp: str, focus: str | None, hops: int, scope: str | None, context: str | None, typed: bool, _facts
+):
     from surgery.view import structure
 
     return structure(_facts, focus=focus, hops=hops, scope=scope, context=context)
@@ -33,14 +35,16 @@ def window() -> tuple[str | None, str | None]:
 def view(report, reports, focus: str | None, hops: int):
     """The current model's drawing, coloured by `report`, hover texts with every report's verdict."""
     scope, context = (None, None) if focus else window()
-    # a big model's collapsed drawing needs no shapes: it is drawn with the declared types while they are inferred
-    facts = adapter.facts(shapes=bool(focus or scope))
-    fp = adapter.fingerprint()  # which facts a window gets follows from the window: no key of its own
-    structure = _structure(fp, focus, hops, scope, context, facts)
+    # a big model's collapsed drawing needs no shapes: it is drawn with the declared types while they are
+    # inferred; a window (focus, scope) is drawn at once too, with the shapes on its edges once they are in
+    facts = adapter.facts(shapes=bool(focus or scope), wait=False)
+    fp = adapter.fingerprint()
+    typed = facts.inferred
+    structure = _structure(fp, focus, hops, scope, context, typed, facts)
     verdicts = report.by_node() if report else {}
     return _painted(
         fp,
-        (focus, hops, scope, context),
+        (focus, hops, scope, context, typed),
         report.backend if report else None,
         tuple(r.backend for r in reports),
         structure,

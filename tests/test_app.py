@@ -270,7 +270,7 @@ def test_a_big_model_is_drawn_with_declared_types_and_the_inspector_waits_for_in
     assert not at.exception
     fp = at.session_state["_fp_memo"][1]
     declared = adapter._declared_facts(fp, None)
-    started = adapter._shapes(fp, None, None)  # started once the page was drawn
+    started = adapter._background(fp, None, None)[0]  # started once the page was drawn
     inferred = started.result(timeout=60)
     assert inferred.producer is declared.producer  # the shapes were added to the declared facts
     assert not declared.inferred and inferred.inferred
@@ -284,6 +284,48 @@ def test_a_big_model_is_drawn_with_declared_types_and_the_inspector_waits_for_in
     at.run()
     shown = " ".join(m.value for m in at.markdown)
     assert inferred.info(only_inferred[0]).shape_str() in shown, shown[-2000:]
+
+
+def test_a_selection_in_a_big_model_does_not_wait_for_its_shapes(monkeypatch):
+    """While a big model's shapes are inferred, selecting a node shows it at once with the declared types and says
+    the fixes come with the shapes; once they are in, a rerun shows the inferred shapes and the fixes."""
+    import sys
+    import threading
+
+    import surgery.graph
+
+    at = run_page()
+    adapter = sys.modules["adapter"]
+    monkeypatch.setattr(adapter, "SHAPES_LATER_OVER", 3)  # every lesson model counts as big
+    adapter._background.clear()  # no shapes left from another test's run of the same lesson
+    release, real = threading.Event(), surgery.graph.infer_in_worker
+
+    def slow(facts, **kw):
+        assert release.wait(60)
+        return real(facts, **kw)
+
+    monkeypatch.setattr(surgery.graph, "infer_in_worker", slow)
+    at.button(key="side-lesson-resize_scales_chain").click()
+    at.run()
+    assert not at.exception
+    fp = at.session_state["_fp_memo"][1]
+    shapes = adapter._background(fp, None, None)[0]
+    declared = adapter._declared_facts(fp, None)
+    key = next(k for k in declared.keys if declared.node(k).op_type == "Resize")
+    at.session_state["selected"] = key
+    at.run(timeout=10)  # would time out waiting for the shapes
+    assert not at.exception and not shapes.done()
+    captions = " ".join(c.value for c in at.caption)
+    assert "Fixes are proposed once the shapes" in captions and "Inferring the shapes" in captions, captions
+    assert not any(b.key and b.key.startswith("apply-") for b in at.button)
+    release.set()
+    shapes.result(timeout=60)
+    adapter._background(fp, None, None)[1].result(timeout=60)
+    at.run()
+    assert not at.exception
+    captions = " ".join(c.value for c in at.caption)
+    assert "Fixes are proposed once the shapes" not in captions and "Inferring the shapes" not in captions
+    assert any(b.key and b.key.startswith("apply-") for b in at.button), "the fixes came with the shapes"
 
 
 def test_build_page_offers_a_tvm_trial_budget_and_shows_untuned_and_tuned(monkeypatch, tmp_path):
@@ -319,7 +361,7 @@ def test_a_big_model_edited_in_the_app_gets_the_shapes_of_the_edited_model(monke
     assert [s.rule for s in ws.recipe] == ["ml-scaler-decompose"]
     fp = at.session_state["_fp_memo"][1]
     assert fp == ws.fingerprint()  # the edited model's
-    started = adapter._shapes(fp, None, None)
+    started = adapter._background(fp, None, None)[0]
     inferred = started.result(timeout=60)
     assert inferred.inferred and inferred.model is ws.current
     # tensors only the edit made have inferred shapes: the worker inferred the edited model, not the file

@@ -223,7 +223,7 @@ with right:
         st.subheader("Inspector")
         st.caption("Click a node in the graph, search for one, or use Next rejected.")
     else:
-        facts = adapter.facts()  # with shapes
+        facts = adapter.facts(wait=False)  # with shapes, once a big model's are inferred
         node = facts.node(key)
         st.subheader(f"{node.op_type} `{key}`")
         st.caption(
@@ -238,8 +238,13 @@ with right:
         reduce_button.show(key, reports)  # 'Minimal failing model' where a target rejects the node
 
         st.markdown("**Fixes**")
-        props = adapter.proposals(key)
-        if not props:
+        ready = adapter.fixes_ready()
+        props = adapter.proposals(key) if ready else []
+        if not ready:
+            st.caption(
+                f"Fixes are proposed once the shapes of the {n_nodes:,} nodes are inferred (a few seconds)."
+            )
+        elif not props:
             st.caption("No rule matches this node for the chosen targets.")
             for line in adapter.why_no_fix(key, reports):  # the tracer's nearest misses, as `fix` prints them
                 st.caption(md_escape(line))
@@ -368,7 +373,20 @@ with actions:
         on_click="ignore",
     )
 
+
+@st.fragment(run_every=0.5)
+def _await_background() -> None:
+    """While a big model's shapes are inferred: a line saying so, and one rerun of the page when they (and the
+    fixes' preparation) are in, so that the inspector, a focus window and the fixes get them."""
+    if adapter.fixes_ready():
+        st.rerun(scope="app")
+    st.caption(f"Inferring the shapes of {n_nodes:,} nodes… the inspector and fixes update when they are in.")
+
+
 adapter.infer_shapes_soon()  # a big model's shapes, in the background now that the page is drawn
+if not adapter.fixes_ready():
+    with right:
+        _await_background()
 
 if pending:  # the next target's verdicts, then a rerun to colour the graph with them
     with checking.container(), st.spinner(f"Checking with {pending[0]}… ({len(pending)} to go)"):
