@@ -7,11 +7,9 @@ dtypes and shapes (symbolic dims kept), which tensors are constant, subgraphs an
 from __future__ import annotations
 
 import dataclasses
-import gc
 import threading
 from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -20,6 +18,7 @@ import onnx
 from onnx import ModelProto, NodeProto, TensorProto, numpy_helper
 
 from surgery.backends.base import first_line
+from surgery.model import gc_paused
 
 # Ops whose output is never constant even when every input is (random, or reads state).
 NONDETERMINISTIC_OPS = frozenset(
@@ -125,22 +124,6 @@ def opset_of(model: ModelProto, domain: str = "") -> int | None:
         if (o.domain or "") in ((domain,) if domain else ("", "ai.onnx")):
             return o.version
     return None
-
-
-@contextmanager
-def gc_paused():
-    """Python's cycle collector paused while a big acyclic structure is built (the facts' 100k-entry maps, a
-    view's groups). Each container built triggers collections that walk every object the process holds, and a
-    Streamlit server holds many: opening a 100k-node model in the app, the declared facts took 1.2 CPU s with
-    the collector on and 0.6 s with it paused (bench/app_open.py). Nothing built here makes a cycle; refcounts
-    free it as usual, and the collector runs again afterwards."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 class TensorTable(Mapping):

@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from onnx import ModelProto
 
 from surgery.backends.base import Stage, Status, Verdict
-from surgery.graph import GraphFacts, TensorInfo, all_inputs, gc_paused
+from surgery.graph import GraphFacts, TensorInfo, all_inputs
 from surgery.layout import layered
+from surgery.model import gc_paused
 
 COLORS = {
     "supported": "#2e9d57",
