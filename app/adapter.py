@@ -87,7 +87,7 @@ def open_path(path: str, check_folder: bool = True, remember: bool = True) -> bo
             state().error = f"{path}: refused — only files under {root} can be opened"
             return False
     try:
-        _set_workspace(Workspace(load_model(p)), p.name)
+        _set_workspace(Workspace(load_model(p, content_hash=True)), p.name)
         if remember:
             remember_session(new=True)
         return True
@@ -101,12 +101,26 @@ def workspace() -> Workspace:
     return state().ws
 
 
-def fingerprint() -> str:
-    """The current model's fingerprint, computed once per model version (hashing 100k nodes takes ~0.5 s)."""
-    proto = workspace().current
+def version() -> str:
+    """The key the caches keep the current model version under (facts, drawings, reports), shared by every
+    session: for the unedited model read from a file, the hash of the file's bytes (0.02 s for a 100k-node
+    model, where its fingerprint, a hash of its serialization, takes 0.15-0.3 s of the first drawing); else the
+    fingerprint. Never written anywhere: sessions and recipes keep `fingerprint()`."""
+    ws = workspace()
+    proto = ws.current
     memo = state().get("_fp_memo")
     if memo is None or memo[0] is not proto:
-        memo = state()["_fp_memo"] = (proto, workspace().fingerprint())
+        raw = ws.original.content_hash if proto is ws.original.proto else None
+        memo = state()["_fp_memo"] = (proto, f"file:{raw}" if raw else fingerprint())
+    return memo[1]
+
+
+def fingerprint() -> str:
+    """The current model's fingerprint (surgery.model.fingerprint), computed once per model version."""
+    proto = workspace().current
+    memo = state().get("_real_fp_memo")
+    if memo is None or memo[0] is not proto:
+        memo = state()["_real_fp_memo"] = (proto, workspace().fingerprint())
     return memo[1]
 
 
@@ -286,7 +300,7 @@ def facts(shapes: bool = True, wait: bool = True):
     them if they are being inferred (`wait=False`: the declared types until they are in); with `shapes=False`,
     a big model's declared types (what the collapsed drawing, search and navigation read: the collapsed drawing
     stays the same when the shapes arrive)."""
-    fp, model = fingerprint(), workspace().current
+    fp, model = version(), workspace().current
     if len(model.graph.node) <= SHAPES_LATER_OVER:
         return _facts(fp, model)
     declared = _declared_facts(fp, model)
@@ -302,7 +316,7 @@ def facts(shapes: bool = True, wait: bool = True):
 def _started():
     """A big model's background work (started now if it was not): (shapes, fixes) Futures; None for a model
     drawn with its shapes."""
-    fp, model = fingerprint(), workspace().current
+    fp, model = version(), workspace().current
     if len(model.graph.node) <= SHAPES_LATER_OVER:
         return None
     return _background(fp, _declared_facts(fp, model), _unedited_path())
@@ -383,7 +397,7 @@ def _checked() -> set:
 
 def checked_targets() -> list[str]:
     """The chosen targets already checked on this model version in this session (their verdicts are drawn)."""
-    fp = fingerprint()
+    fp = version()
     return [t for t in state().targets if (fp, t) in _checked()]
 
 
@@ -392,12 +406,12 @@ def unchecked_targets() -> list[str]:
     big model until its check is asked for)."""
     if check_pending():
         return []
-    fp = fingerprint()
+    fp = version()
     return [t for t in state().targets if (fp, t) not in _checked()]
 
 
 def mark_checked(target: str) -> None:
-    _checked().add((fingerprint(), target))
+    _checked().add((version(), target))
 
 
 def walk(name: str) -> None:
@@ -444,7 +458,7 @@ def reports(targets: list[str] | None = None):
     if targets is None and check_pending():
         return []
     ws = workspace()
-    fp = fingerprint()
+    fp = version()
     out = []
     for t in targets if targets is not None else state().targets:
         try:
@@ -492,7 +506,7 @@ def proposals(node_key: str | None = None, values: dict | None = None):
     rules' asked values (e.g. {"shape": [1, 3, 224, 224]}). Cached per model version, targets and rules."""
 
     rules = all_rules()
-    fp, model = fingerprint(), workspace().current
+    fp, model = version(), workspace().current
     return _proposals(
         fp,
         tuple(state().targets),
@@ -557,7 +571,7 @@ def _partition(fp: str, backend: str, _model, _report, _facts):
 
 def partition(report):
     """Supported regions, fallbacks and crossing tensors of the current model for one report (cached)."""
-    return _partition(fingerprint(), report.backend, workspace().current, report, facts())
+    return _partition(version(), report.backend, workspace().current, report, facts())
 
 
 def parse_value(text: str):
@@ -662,7 +676,7 @@ def lesson(name: str):
 
 
 def split_key(target: str, min_nodes: int) -> tuple:
-    return (fingerprint(), target, depth(), int(min_nodes))
+    return (version(), target, depth(), int(min_nodes))
 
 
 def make_split(target: str, min_nodes: int, progress=None) -> None:
@@ -719,11 +733,11 @@ def make_reduced(node_key: str, target: str, progress=None) -> None:
         )
     except ReduceError as exc:
         result = str(exc)
-    state().setdefault("reduced", {})[(fingerprint(), target, depth(), node_key)] = result
+    state().setdefault("reduced", {})[(version(), target, depth(), node_key)] = result
 
 
 def reduced(node_key: str, target: str):
-    return (state().get("reduced") or {}).get((fingerprint(), target, depth(), node_key))
+    return (state().get("reduced") or {}).get((version(), target, depth(), node_key))
 
 
 def reduced_bytes(result) -> bytes:

@@ -38,7 +38,7 @@ def view(report, reports, focus: str | None, hops: int):
     # a big model's collapsed drawing needs no shapes: it is drawn with the declared types while they are
     # inferred; a window (focus, scope) is drawn at once too, with the shapes on its edges once they are in
     facts = adapter.facts(shapes=bool(focus or scope), wait=False)
-    fp = adapter.fingerprint()
+    fp = adapter.version()
     typed = facts.inferred
     structure = _structure(fp, focus, hops, scope, context, typed, facts)
     verdicts = report.by_node() if report else {}

@@ -65,6 +65,7 @@ class Model:
     base_dir: Path | None  # folder external data is resolved against
     file_bytes: int
     external: list[ExternalFile] = field(default_factory=list)
+    content_hash: str | None = None  # sha256 of the bytes parsed, when load_model was asked for it
 
     @property
     def has_external_data(self) -> bool:
@@ -438,9 +439,15 @@ def _too_large(source: str, size: int, limit: int, what: str) -> ModelLoadError:
 
 
 def load_model(
-    src: str | os.PathLike | bytes, *, name: str | None = None, max_bytes: int | None = None
+    src: str | os.PathLike | bytes,
+    *,
+    name: str | None = None,
+    max_bytes: int | None = None,
+    content_hash: bool = False,
 ) -> Model:
-    """Load a model from a path or from bytes. Weights in external files are validated, not read."""
+    """Load a model from a path or from bytes. Weights in external files are validated, not read.
+    `content_hash`: keep the sha256 of the bytes parsed (a key for caches; not the fingerprint, which hashes
+    the serialization and so does not depend on how the file was written)."""
     limit = DEFAULT_MAX_BYTES if max_bytes is None else max_bytes
     if isinstance(src, bytes | bytearray | memoryview):
         data = bytes(src)
@@ -449,7 +456,8 @@ def load_model(
             raise _too_large(source, len(data), limit, "the model")
         proto = parse_model_bytes(data, source)
         external = check_external_data(proto, None, source)
-        return Model(proto, source, None, len(data), external)
+        digest = hashlib.sha256(data).hexdigest() if content_hash else None
+        return Model(proto, source, None, len(data), external, digest)
 
     path = Path(src)
     source = str(path)
@@ -463,7 +471,8 @@ def load_model(
     total = size + sum(f.bytes_used for f in external)
     if total > limit:
         raise _too_large(source, total, limit, "the model with its external data")
-    return Model(proto, source, path.parent, size, external)
+    digest = hashlib.sha256(data).hexdigest() if content_hash else None
+    return Model(proto, source, path.parent, size, external, digest)
 
 
 def _not_regular(mode: int) -> str:
