@@ -539,9 +539,8 @@ def verdict_line(label: str, v: Verdict | None) -> str:
     at = f" at {v.stage.value}" if v.status != Status.SUPPORTED else ""
     line = f"{label}: {status}{at}"
     if v.words:
-        first = v.words.strip().splitlines()[0] if v.words.strip() else ""
-        more = "…" if len(v.words.strip().splitlines()) > 1 else ""
-        line += f" — {WHO.get(v.stage, 'backend says')}: “{first}{more}”"
+        more = "…" if len([x for x in v.words.splitlines() if x.strip()]) > 1 else ""
+        line += f" — {WHO.get(v.stage, 'backend says')}: “{v.reason()}{more}”"
     elif v.explanation and v.status != Status.SUPPORTED:
         line += f" — our explanation: {v.explanation.strip().splitlines()[0]}"
     return line

@@ -3,6 +3,7 @@ the same small data types, so the CLI, the app and partitioning never special-ca
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
@@ -94,9 +95,9 @@ class Verdict:
         return d
 
     def reason(self) -> str:
-        """One line for lists and tooltips: the backend's words when it gave any, else our explanation."""
-        text = self.words or self.explanation
-        return first_line(text)
+        """One line for lists and tooltips: the backend's words when it gave any (their telling line), else our
+        explanation."""
+        return telling_line(self.words) if self.words else first_line(self.explanation)
 
 
 @dataclass
@@ -142,6 +143,20 @@ def first_line(text: str, limit: int = 300) -> str:
             line = line.strip()
             return line if len(line) <= limit else line[: limit - 1] + "…"
     return ""
+
+
+# TensorRT's parser opens a node's error with a line that only names the node ("Invalid Node - NAME") and says
+# what is wrong on the next one (the words recorded in surgery/backends/data/tensorrt/recorded-tensorrt-rtx.json)
+_NAMES_THE_NODE_ONLY = re.compile(r"Invalid Node - ")
+
+
+def telling_line(text: str, limit: int = 300) -> str:
+    """The one line of a backend's words that says what is wrong: the first non-empty line, or the next one where
+    the first only names the node. Still the backend's words, verbatim (cut at `limit`)."""
+    lines = [line for line in str(text).splitlines() if line.strip()]
+    if len(lines) > 1 and _NAMES_THE_NODE_ONLY.match(lines[0].strip()):
+        return first_line(lines[1], limit)
+    return first_line(text, limit)
 
 
 def error_line(exc: BaseException, limit: int = 300) -> str:

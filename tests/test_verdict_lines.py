@@ -1,0 +1,53 @@
+"""The one-line summary of a backend's words (report reasons, the graph's hover text) is the line that says what is
+wrong, still verbatim: TensorRT's "Invalid Node - NAME" opening line names the node and nothing else."""
+
+import json
+
+from surgery.backends.base import Evidence, Report, Stage, Status, Verdict, first_line
+from surgery.resources import PACKAGE_DIR
+from surgery.view import verdict_line
+
+RECORDED = PACKAGE_DIR / "backends" / "data" / "tensorrt" / "recorded-tensorrt-rtx.json"
+
+
+def _recorded_two_line_words() -> str:
+    """Words a real TensorRT-RTX parser printed, as recorded in the repository (not written here)."""
+    found = []
+
+    def walk(x):
+        if isinstance(x, str) and x.startswith("Invalid Node - ") and "\n" in x:
+            found.append(x)
+        elif isinstance(x, dict):
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+
+    walk(json.loads(RECORDED.read_text()))
+    assert found, "no recorded 'Invalid Node' words"
+    return found[0]
+
+
+def _verdict(words: str) -> Verdict:
+    return Verdict(
+        "n", 0, "Squeeze", Status.REJECTED, words=words, stage=Stage.PARSE, evidence=Evidence("live")
+    )
+
+
+def test_the_summary_quotes_the_line_after_invalid_node():
+    words = _recorded_two_line_words()
+    second = [x for x in words.splitlines() if x.strip()][1].strip()
+    v = _verdict(words)
+    assert v.reason() == first_line(second)
+    report = Report("tensorrt", "TensorRT", "x", [v])
+    assert any(second[:100] in line for line in report.reasons()), report.reasons()
+    line = verdict_line("TensorRT", v)
+    assert second[:100] in line and "Invalid Node" not in line and line.endswith("…”"), line
+
+
+def test_words_without_that_opening_keep_their_first_line():
+    v = _verdict("UNSUPPORTED_NODE: No importer registered for op: Foo\nmore detail")
+    assert v.reason() == "UNSUPPORTED_NODE: No importer registered for op: Foo"
+    v = _verdict("Invalid Node - n")  # nothing after it: the one line there is
+    assert v.reason() == "Invalid Node - n"
