@@ -765,10 +765,11 @@ def structure(
     `context` (the scope `scope` was opened from, "" for the whole graph), `scope` opens in place: its nodes are
     drawn among the other groups of `context`."""
     with gc_paused():
-        return _structure(facts, focus, hops, scope, context, collapse_over, engine)
+        return _window(facts, focus, hops, scope, context, collapse_over, engine)
 
 
-def _structure(facts, focus, hops, scope, context, collapse_over, engine) -> View:
+def _window(facts, focus, hops, scope, context, collapse_over, engine) -> View:
+    """`structure`, with the cycle collector as the caller left it."""
     n_total = len(facts.model.graph.node)
     if focus is not None and focus in facts.index:
         keep = neighbourhood(facts, facts.index[focus], hops)
