@@ -3,6 +3,7 @@ agree with the whole-model outcome; a crash becomes a verdict; the registry says
 
 import importlib
 import importlib.util
+import os
 import signal
 import warnings
 
@@ -158,6 +159,14 @@ def test_isolated_calls_survive_crashes_timeouts_and_exceptions():
     assert call_isolated("operator:add", 2, 3) == 5  # a fresh worker replaced the dead ones
     assert call_isolated("os:getpid") == call_isolated("os:getpid")  # a healthy worker is reused
     assert call_isolated("os:getpid", fresh=True) != call_isolated("os:getpid")
+
+
+def test_isolated_calls_at_low_priority_run_in_a_worker_of_their_own():
+    normal = call_isolated("os:getpid")
+    assert call_isolated("os:nice", 0) == os.nice(0)  # a plain worker keeps the caller's priority
+    low = call_isolated("os:getpid", nice=10)
+    assert low != normal and call_isolated("os:getpid") == normal  # pooled apart
+    assert call_isolated("os:nice", 0, nice=10) == min(os.nice(0) + 10, 19)
 
 
 def test_isolated_calls_forward_progress():

@@ -171,6 +171,12 @@ def test_search_by_name_or_op_and_next_rejected_in_order():
         f"/stage1/block3/{op}" for op in ("Relu", "Constant", "Add", "Mul")
     ]
     assert search(facts, "  ") == []
+    kept = search(facts, "add")
+    kept.clear()  # a caller's edit never reaches the answer kept for the next rerun
+    assert len(search(facts, "ADD ")) == 30
+    for q in range(20):  # more queries than are kept
+        search(facts, f"block{q}/")
+    assert search(facts, "/stage1/block3/")[0] == "/stage1/block3/Relu" and len(search(facts, "add")) == 30
     bad = ["/stage2/block1/Mul", "/stage0/block4/Add"]
     verdicts = {k: _verdict(k, Status.REJECTED) for k in bad}
     assert next_rejected(verdicts, facts, None) == "/stage0/block4/Add"

@@ -88,9 +88,13 @@ def _pythonpath(extra: dict | None) -> str:
     return os.pathsep.join(dict.fromkeys(parts))
 
 
+def _pool_key(env: dict | None, nice: int) -> tuple:
+    return (nice, *sorted((env or {}).items()))
+
+
 class _Worker:
-    def __init__(self, env: dict | None):
-        self.env_key = tuple(sorted((env or {}).items()))
+    def __init__(self, env: dict | None, nice: int = 0):
+        self.env_key = _pool_key(env, nice)
         self.tmp = tempfile.TemporaryDirectory(prefix="onnx-surgery-worker-")
         self.err_path = os.path.join(self.tmp.name, "stderr")
         self.err = open(self.err_path, "w+b")  # noqa: SIM115 - lives as long as the worker
@@ -107,6 +111,9 @@ class _Worker:
             env=child_env,
             start_new_session=True,
         )
+        if nice:  # set from here, not in the child (preexec_fn is unsafe in a threaded server)
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, self.proc.pid, nice)
         self.calls = 0
         self.dead = False
 
@@ -181,8 +188,8 @@ _idle: list[_Worker] = []
 _lock = threading.Lock()
 
 
-def _take(env: dict | None) -> _Worker:
-    key = tuple(sorted((env or {}).items()))
+def _take(env: dict | None, nice: int = 0) -> _Worker:
+    key = _pool_key(env, nice)
     with _lock:
         for w in list(_idle):
             if w.env_key == key:
@@ -190,7 +197,7 @@ def _take(env: dict | None) -> _Worker:
                 if w.alive():
                     return w
                 w.kill()
-    return _Worker(env)
+    return _Worker(env, nice)
 
 
 def _give_back(worker: _Worker) -> None:
@@ -223,6 +230,7 @@ def call_isolated(
     env: dict | None = None,
     progress=None,
     fresh: bool = False,
+    nice: int = 0,
     **kwargs,
 ):
     """Call `func_path(*args, **kwargs)` ("package.module:function") in a worker process; return its result or
@@ -230,8 +238,9 @@ def call_isolated(
     exception's first line).
 
     `progress(fraction, message)` receives what the child reports with `report_progress`, while it runs.
-    `env` adds environment variables for the child; `fresh=True` uses a new process just for this call."""
-    worker = _Worker(env) if fresh else _take(env)
+    `env` adds environment variables for the child; `fresh=True` uses a new process just for this call; `nice`
+    (0-19) lowers the worker's CPU priority (workers of each priority are pooled apart)."""
+    worker = _Worker(env, nice) if fresh else _take(env, nice)
     try:
         result = worker.call(func_path, args, kwargs, timeout, progress)
     except BackendCrash:
