@@ -96,6 +96,11 @@ def open_path(path: str, check_folder: bool = True, remember: bool = True) -> bo
         return False
 
 
+def has_model() -> bool:
+    """Whether this session has its model read already (a session's first page reads it)."""
+    return "ws" in state()
+
+
 def workspace() -> Workspace:
     ensure_state()
     return state().ws

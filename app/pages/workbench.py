@@ -37,8 +37,18 @@ STYLE = """<style>
   text-overflow: ellipsis; }
 </style>"""
 
-sidebar.render()
+st.markdown(STYLE, unsafe_allow_html=True)
+left, right = st.columns([2.6, 1], gap="small")
+with left:
+    head = st.container()  # the title, the search and the view's controls
+    graph_slot = st.empty()
+if not adapter.has_model():
+    # a session's first page: the graph's scripts (vis-network, Streamlit's component code) load in the browser
+    # while the server reads the model and lays it out; the drawing then takes this element's place
+    with graph_slot:
+        graph(None, key="graph-boot")
 
+sidebar.render()  # reads the model the app was started with, on a session's first page
 s = adapter.state()
 ws = adapter.workspace()
 with st.spinner("Reading the model…"):
@@ -60,10 +70,7 @@ def search_enter() -> None:
         adapter.pick(hits[0])
 
 
-st.markdown(STYLE, unsafe_allow_html=True)
-left, right = st.columns([2.6, 1], gap="small")
-
-with left:
+with head:
     st.markdown(
         f"<div class='wb-title'><b>{html.escape(s.model_name)}</b> <span>{n_nodes:,} nodes</span></div>",
         unsafe_allow_html=True,
@@ -195,16 +202,16 @@ with left:
     if view.note:
         info[0].caption(md_escape(view.note))
     info[1].markdown(f"<div class='wb-legend'>{legend}</div>", unsafe_allow_html=True)
+with left:
     if side_by_side:  # the two sides at the same places, so they line up
-        halves = st.columns(2, gap="small")
+        halves = graph_slot.container().columns(2, gap="small")
         results = []
         for half, which in zip(halves, ("before", "after")):
             with half:
                 results.append(graph(view.side(which).payload(s.selected), key=f"graph-{which}"))
     else:
-        results = [
-            graph(view.payload(s.selected), key="graph")
-        ]  # one element: a new model relays it out in place
+        with graph_slot:  # one element: a new model relays it out in place
+            results = [graph(view.payload(s.selected), key="graph")]
     for result in results:
         ref = adapter.new_click(getattr(result, "selected", None))
         if ref is not None:

@@ -55,8 +55,7 @@ function groupStyle(n) {
 }
 
 function build(root, el, data, send) {
-  const st = { root, el, send, layoutId: data.layout_id, data, byId: new Map(), order: [], listeners: [] };
-  fitHeight(st);
+  const st = { root, el, send, layoutId: data.layout_id, data, byId: new Map(), order: [], listeners: [], observers: [] };
   const groups = {};
   const nodes = data.nodes.map((n) => {
     const g = groupName(n);
@@ -98,11 +97,16 @@ function build(root, el, data, send) {
   minimap(st);
   wheelAndKeys(st);
   update(st, data, true);
-  initialView(st, data);
+  whenLaidOut(st, () => {
+    fitHeight(st);
+    network.setSize('100%', '100%');  // now, not at vis-network's next resize callback: the first view needs it
+    initialView(st, data);
+  });
   st.ready = true;
   requestAnimationFrame(() => el.setAttribute('data-drawn', '1'));
   st.destroy = () => {
     for (const [target, type, fn, opts] of st.listeners) target.removeEventListener(type, fn, opts);
+    for (const o of st.observers) o.disconnect();
     network.destroy();
   };
   return st;
@@ -111,6 +115,20 @@ function build(root, el, data, send) {
 function listen(st, target, type, fn, opts) {
   target.addEventListener(type, fn, opts);
   st.listeners.push([target, type, fn, opts]);
+}
+
+function whenLaidOut(st, fn) {
+  // Streamlit can hand the component its element before the element is in the page (a container whose content
+  // is being replaced): sizes read then are 0, and a first view centred in a 0-pixel canvas puts the node it
+  // centres on at the canvas's left edge. Run `fn` once the element has its size.
+  if (st.root.isConnected && st.el.clientWidth > 0) { fn(); return; }
+  const ro = new ResizeObserver(() => {
+    if (!st.root.isConnected || !st.el.clientWidth) return;
+    ro.disconnect();
+    fn();
+  });
+  ro.observe(st.root);
+  st.observers.push(ro);
 }
 
 function fitHeight(st) {
@@ -305,6 +323,7 @@ function bounds(data) {
 function readableScale() { return 1.0; }
 
 function initialView(st, data) {
+  if (!st.root.isConnected || !st.el.clientWidth) { whenLaidOut(st, () => initialView(st, data)); return; }
   if (!data.nodes.length) { noteScale(st); return; }
   const W = st.el.clientWidth, H = st.el.clientHeight;
   const bb = bounds(data);

@@ -28,6 +28,7 @@ def preload() -> None:
     import sidebar  # noqa: F401
     import verdicts  # noqa: F401
 
+    import surgery.backends.tensorrt_static  # noqa: F401  (the sidebar lists its versions; it reads yaml tables)
     import surgery.view  # noqa: F401
 
 
