@@ -18,7 +18,7 @@ import onnx
 from onnx import ModelProto, NodeProto, TensorProto, numpy_helper
 
 from surgery.backends.base import first_line
-from surgery.model import gc_paused
+from surgery.model import decoded, gc_paused
 
 # Ops whose output is never constant even when every input is (random, or reads state).
 NONDETERMINISTIC_OPS = frozenset(
@@ -80,9 +80,20 @@ def tensor_info_from_type(name: str, tp: onnx.TypeProto) -> TensorInfo:
 
 
 def node_keys(nodes) -> list[str]:
-    """A key per node: its name when non-empty and unique, else `Op#index`. Stable for a given model version."""
-    counts = Counter(n.name for n in nodes)
-    return [n.name if n.name and counts[n.name] == 1 else f"{n.op_type}#{i}" for i, n in enumerate(nodes)]
+    """A key per node: its name when non-empty and unique, else `Op#index`. Stable for a given model version.
+    Always text: a name that is not UTF-8 is `decoded` (\\xNN escapes), as every output shows it."""
+    names = _texts([n.name for n in nodes])
+    counts = Counter(names)
+    return [
+        nm if nm and counts[nm] == 1 else f"{n.op_type}#{i}" for i, (nm, n) in enumerate(zip(names, nodes))
+    ]
+
+
+def _texts(names: list) -> list[str]:
+    """`names` as text: protobuf gives a string field that is not UTF-8 as bytes (ONNX is proto2)."""
+    if any(type(x) is bytes for x in names):
+        return [decoded(x) for x in names]
+    return names
 
 
 def node_signature(node: NodeProto) -> tuple:
@@ -312,6 +323,7 @@ class GraphFacts:
         else:
             order = _toposort(graph, producer, reads)
             constant = _constant_tensors(graph, order, inits, model.ir_version, reads, nodes)
+        names = _texts(names)
         if len(set(names)) == len(names) and "" not in names:
             keys = names
         else:

@@ -157,6 +157,14 @@ def test_names_that_are_not_utf8_are_written_as_escapes_in_json(tmp_path, capsys
     assert result["properties"]["opType"] == "OP\\xc3X"
 
 
+def test_names_that_are_not_utf8_are_written_as_escapes_in_text(tmp_path, capsys):
+    path = make_non_utf8_model(tmp_path)
+    assert main(["check", path, "-t", "onnxruntime", "--all", "--no-cache"]) == 1
+    out = capsys.readouterr().out
+    # as the JSON writes it, not Python's repr of the bytes
+    assert "'NA\\xff\\xfeX'" in out and "b'NA" not in out, out
+
+
 def test_a_split_plan_of_a_model_with_names_that_are_not_utf8_is_json(tmp_path, capsys):
     path = make_non_utf8_model(tmp_path)
     out = tmp_path / "parts"
