@@ -432,7 +432,9 @@ def walking() -> str | None:
 def _check(fp: str, target: str, _model, _base_dir, depth: str | None = None):
     from surgery.diagnose import check_one
 
-    return check_one(_model, target, _base_dir, fp=fp, depth=depth)
+    # in a worker where the check reads every weight (onnxruntime): the server, shared by every session, never
+    # holds a model's weights, and the page's drawing comes first on a busy machine
+    return check_one(_model, target, _base_dir, fp=fp, depth=depth, in_worker=True)
 
 
 DEPTHS = {"each target's default": None, "parse": "parse", "build": "build"}

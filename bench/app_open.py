@@ -6,17 +6,19 @@ downloaded) at 1600×1000.
 - search + focus: type a node's name in the search box, Enter (selects the first match), turn Focus on, until
   the focus window around that node is drawn;
 - the server's peak memory (VmHWM of the streamlit process) when the graph is drawn and after the checks, against
-  the weights' size, for a model whose weights are in an external file (opening reads no weights; a check by
-  onnxruntime creates a session, which does).
+  the weights' size, for a model whose weights are in an external file (opening reads no weights; onnxruntime's
+  check creates a session, which does: the app runs it in a worker process, whose peak is the last column).
 
 The machine's load average is printed with the figures: on a shared 2-core machine a busy neighbour doubles them.
+Each model is opened `--repeat` times (a new server each time); the table gives the median and the range.
 
-    python bench/app_open.py [--sizes 10000 100000] [--external-gib 2]
+    python bench/app_open.py [--sizes 10000 100000] [--external-gib 2] [--repeat 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import tempfile
 import time
@@ -33,6 +35,16 @@ def peak_rss_mib(pid: int) -> float:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def workers_peak_rss_mib(pid: int) -> float:
+    """The highest peak RSS among the server's worker processes still alive (its pooled workers: shape
+    inference, onnxruntime's checks)."""
+    try:
+        kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return 0.0
+    return max([0.0, *(peak_rss_mib(int(k)) for k in kids)])
 
 
 def external_model(folder: Path, gib: float):
@@ -125,7 +137,15 @@ def open_and_time(browser, model: Path, search_for: str | None):
             )
             found = time.perf_counter() - t
         page.close()
-        return opened, checked, int(drawn), found, rss_drawn, peak_rss_mib(proc.pid)
+        return (
+            opened,
+            checked,
+            int(drawn),
+            found,
+            rss_drawn,
+            peak_rss_mib(proc.pid),
+            workers_peak_rss_mib(proc.pid),
+        )
     finally:
         stop_server(proc)
 
@@ -141,6 +161,7 @@ def main() -> None:
         "--sizes", type=int, nargs="*", default=[40, 10000, 100000], help="40: the floor (page + first run)"
     )
     ap.add_argument("--external-gib", type=float, default=2.0, help="0 to skip")
+    ap.add_argument("--repeat", type=int, default=3, help="opens of each model (median and range reported)")
     args = ap.parse_args()
     print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
     rows = []
@@ -158,29 +179,47 @@ def main() -> None:
             target = next(
                 n.name for n in model.graph.node[len(model.graph.node) // 2 :] if n.op_type == "Softmax"
             )
-            opened, checked, drawn, found, rss_drawn, rss = open_and_time(browser, path, target)
+            runs = repeated(args.repeat, open_and_time, browser, path, target)
             note = "checked on request (over 20k nodes)" if len(model.graph.node) > 20_000 else ""
             name = f"transformer stack, {len(model.graph.node):,} nodes"
-            rows.append((name, opened, checked, drawn, found, rss_drawn, rss, note))
-            print(rows[-1], flush=True)
+            rows.append((name, *runs, note))
         if args.external_gib:
             path, size = external_model(Path(tmp), args.external_gib)
-            opened, checked, drawn, found, rss_drawn, rss = open_and_time(browser, path, None)
-            note = f"{size / 1024**3:.2f} GiB of weights"
-            rows.append(("11 nodes + external weights", opened, checked, drawn, None, rss_drawn, rss, note))
-            print(rows[-1], flush=True)
+            runs = repeated(args.repeat, open_and_time, browser, path, None)
+            rows.append(("11 nodes + external weights", *runs, f"{size / 1024**3:.2f} GiB of weights"))
         browser.close()
     print(f"load average after: {os.getloadavg()[0]:.1f}")
     print(
         "\n| model | open until drawn s | until verdicts in s | boxes drawn | search + focus s |"
-        " server peak RSS MiB when drawn | after checks | note |"
+        " server peak RSS MiB when drawn | after checks | its workers' | note |"
     )
-    print("|---|---|---|---|---|---|---|---|")
-    for name, opened, checked, drawn, found, rss_drawn, rss, note in rows:
-        f = "-" if found is None else f"{found:.2f}"
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, opened, checked, drawn, found, rss_drawn, rss, workers, note in rows:
         print(
-            f"| {name} | {opened:.2f} | {checked:.2f} | {drawn} | {f} | {rss_drawn:.0f} | {rss:.0f} | {note} |"
+            f"| {name} | {spread(opened)} | {spread(checked)} | {drawn[0]} | {spread(found)} |"
+            f" {max(rss_drawn):.0f} | {max(rss):.0f} | {max(workers):.0f} | {note} |"
         )
+    if args.repeat > 1:
+        print(
+            f"\n(seconds: median [min-max] of {args.repeat} opens, each with a new server; memory: the highest)"
+        )
+
+
+def repeated(n: int, run, *args) -> list[list]:
+    """`run(*args)` n times: each of its figures as the list of the n values."""
+    results = []
+    for _ in range(n):
+        results.append(run(*args))
+        print(results[-1], flush=True)
+    return [list(column) for column in zip(*results)]
+
+
+def spread(values: list) -> str:
+    if values[0] is None:
+        return "-"
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
+    return f"{statistics.median(values):.2f} [{min(values):.2f}-{max(values):.2f}]"
 
 
 if __name__ == "__main__":

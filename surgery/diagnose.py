@@ -37,6 +37,31 @@ _CACHE: dict[tuple, Report] = {}
 _LOCK = threading.Lock()
 
 
+WORKER_TIMEOUT_S = 1800.0
+
+
+def _check_in_worker(model: ModelProto, target: str, base_dir: str | None, depth: Stage) -> Report:
+    from surgery.backends.isolate import call_isolated
+    from surgery.graph import BACKGROUND_NICE
+
+    return call_isolated(
+        "surgery.diagnose:checked_here",
+        model.SerializeToString(),
+        target,
+        base_dir,
+        depth.value,
+        timeout=WORKER_TIMEOUT_S,
+        nice=BACKGROUND_NICE,
+    )
+
+
+def checked_here(data: bytes, target: str, base_dir: str | None, depth: str) -> Report:
+    """The worker's side of `check_one(in_worker=True)`."""
+    from surgery.model import parse_model_bytes
+
+    return get_backend(target).check(parse_model_bytes(data), base_dir, depth=Stage(depth))
+
+
 def _unavailable_report(target: str, label: str, version: str, reason: str) -> Report:
     report = Report(target, label, version)
     report.messages.append(Message("info", explanation=f"not available here: {reason}"))
@@ -120,9 +145,14 @@ def check_one(
     fp: str | None = None,
     depth: Stage | str | None = None,
     options: dict | None = None,
+    in_worker: bool = False,
 ) -> Report:
     """One target's report on `model` (cached), checked to `depth` (default: the backend's own). Raises
-    UnknownBackend for a target id that does not exist."""
+    UnknownBackend for a target id that does not exist.
+
+    `in_worker` (a server): a backend whose check reads every weight (`reads_weights`) checks in a worker process
+    of low CPU priority, given the model's serialization (weights in external files stay references to them):
+    the server never holds the weights, and on a busy machine the page's drawing comes before the check."""
     backend = get_backend(target)
     depth = Stage(depth) if depth else Stage(getattr(backend, "default_depth", Stage.PARSE))
     key = (
@@ -141,7 +171,10 @@ def check_one(
     t0 = time.perf_counter()
     base = None if base_dir is None else str(base_dir)
     try:
-        report = backend.check(model, base, depth=depth)
+        if in_worker and getattr(backend, "reads_weights", False):
+            report = _check_in_worker(model, backend.id, base, depth)
+        else:
+            report = backend.check(model, base, depth=depth)
         report.depth = depth
         if depth is Stage.BUILD and getattr(backend, "builds_in_check", False) and not report.rejected:
             if report.outcome is Outcome.ACCEPTS:

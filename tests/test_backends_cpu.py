@@ -271,3 +271,44 @@ def test_reports_are_cached_by_fingerprint_and_backend():
     assert check_model(model, ["onnxruntime"])[0] is not first[0]
     with pytest.raises(UnknownBackend):
         check_model(model, ["onnxruntime", "nope"])
+
+
+def test_a_check_that_reads_weights_runs_in_a_worker_with_the_same_verdicts(tmp_path, monkeypatch):
+    """check_one(in_worker=True): onnxruntime (its session holds every weight) checks in a worker process, with
+    weights in an external file read there from the model's folder; the verdicts are those of a check here."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    from surgery.model import load_model
+
+    w = numpy_helper.from_array(np.ones((64, 64), np.float32), "w")
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["x", "w"], ["m"], name="mm"),
+            helper.make_node("FancyAct", ["m"], ["y"], name="custom", domain="com.example"),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])],
+        [w],
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)]
+    )
+    onnx.save(model, tmp_path / "m.onnx", save_as_external_data=True, location="m.bin", size_threshold=0)
+    loaded = load_model(tmp_path / "m.onnx")
+    clear_cache()
+    here = check_one(loaded.proto, "onnxruntime", loaded.base_dir)
+
+    def not_here(*args, **kwargs):
+        raise AssertionError("checked in the calling process")
+
+    from surgery.backends.onnxruntime import OnnxRuntimeBackend
+
+    monkeypatch.setattr(OnnxRuntimeBackend, "check", not_here)  # this process only: the worker has its own
+    clear_cache()
+    there = check_one(loaded.proto, "onnxruntime", loaded.base_dir, in_worker=True)
+    rows = [[(v.node, v.status, v.stage, v.words) for v in r.verdicts] for r in (here, there)]
+    assert rows[1] == rows[0] and [row[1] for row in rows[1]] == [Status.SUPPORTED, Status.REJECTED]
+    assert there.outcome == here.outcome
+    clear_cache()

@@ -74,6 +74,7 @@ class OnnxRuntimeBackend(BuildsWithSurgeryBuild):
     id = "onnxruntime"
     default_depth = Stage.BUILD
     builds_in_check = False  # creating the session is the build
+    reads_weights = True  # a session holds every weight
 
     def __init__(self):
         import onnxruntime
