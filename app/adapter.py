@@ -432,9 +432,20 @@ def walking() -> str | None:
 def _check(fp: str, target: str, _model, _base_dir, depth: str | None = None):
     from surgery.diagnose import check_one
 
-    # in a worker where the check reads every weight (onnxruntime): the server, shared by every session, never
-    # holds a model's weights, and the page's drawing comes first on a busy machine
-    return check_one(_model, target, _base_dir, fp=fp, depth=depth, in_worker=True)
+    return check_one(_model, target, _base_dir, fp=fp, depth=depth, in_worker=_heavy(_model))
+
+
+# A check that reads every weight (onnxruntime's session) runs in a worker process for a model with more weights
+# than this: the server, shared by every session, never holds a big model's weights (a 2 GiB external-data model:
+# 1.8 GiB in the server otherwise). Below it, in the server: a worker's start and the graph facts it builds again
+# cost ~0.5-1 s of a small model's verdicts (bench/app_open.py).
+CHECK_IN_WORKER_OVER = 64 * 2**20  # bytes of weights, in the file and in external files
+
+
+def _heavy(model) -> bool:
+    ws = workspace()
+    external = ws.original.external_bytes if ws.original.base_dir is not None else 0
+    return model.ByteSize() + external > CHECK_IN_WORKER_OVER
 
 
 DEPTHS = {"each target's default": None, "parse": "parse", "build": "build"}

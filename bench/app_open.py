@@ -40,10 +40,12 @@ def peak_rss_mib(pid: int) -> float:
 def workers_peak_rss_mib(pid: int) -> float:
     """The highest peak RSS among the server's worker processes still alive (its pooled workers: shape
     inference, onnxruntime's checks)."""
-    try:
-        kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except OSError:
-        return 0.0
+    kids = []
+    for task in Path(f"/proc/{pid}/task").iterdir():  # a child is listed under the thread that started it
+        try:
+            kids += (task / "children").read_text().split()
+        except OSError:
+            continue
     return max([0.0, *(peak_rss_mib(int(k)) for k in kids)])
 
 

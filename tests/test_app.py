@@ -144,6 +144,33 @@ def test_a_big_model_opens_collapsed_and_its_groups_open(tmp_path, monkeypatch):
     assert any("collapsed into" in c.value for c in at.caption)
 
 
+def test_a_model_with_heavy_weights_is_checked_by_onnxruntime_in_a_worker(tmp_path, monkeypatch):
+    """Over CHECK_IN_WORKER_OVER bytes of weights, onnxruntime's check (a session holds every weight) runs in a
+    worker process: the verdicts come in while this process's own check would fail."""
+    import onnx
+    from test_browser import generated
+
+    from surgery.backends.onnxruntime import OnnxRuntimeBackend
+
+    path = tmp_path / "heavy.onnx"
+    onnx.save(generated(3, custom_in="/stage0/block1/Relu"), path)  # a model no other test checks
+    monkeypatch.setenv("ONNX_SURGERY_START_MODEL", str(path))
+    monkeypatch.syspath_prepend(str(Path(MAIN).parent))
+    import adapter  # the module the pages import
+
+    monkeypatch.setattr(adapter, "CHECK_IN_WORKER_OVER", 0)
+
+    def not_here(*args, **kwargs):
+        raise AssertionError("checked in the server")
+
+    monkeypatch.setattr(OnnxRuntimeBackend, "check", not_here)
+    at = run_page(targets=["onnxruntime"])
+    assert at.session_state["model_name"] == "heavy.onnx"
+    assert any("onnxruntime" in e.value and "rejects 1 of 12 node(s)" in e.value for e in at.error), [
+        e.value for e in at.error
+    ]
+
+
 def test_a_lesson_is_walked_through_to_the_numbers():
     at = run_page("pages/lessons.py")
     at.button(key="walk-resize_scales_chain").click()
