@@ -374,6 +374,7 @@ def test_build_page_offers_a_tvm_trial_budget_and_shows_untuned_and_tuned(monkey
 
 def test_a_big_model_edited_in_the_app_gets_the_shapes_of_the_edited_model(monkeypatch):
     import sys
+    import time
 
     at = run_page()
     adapter = sys.modules["adapter"]
@@ -381,6 +382,12 @@ def test_a_big_model_edited_in_the_app_gets_the_shapes_of_the_edited_model(monke
     at.session_state["targets"] = ["onnxruntime"]
     at.button(key="side-lesson-ml_scaler").click()
     at.run()
+    # the fixes are proposed once the background shapes are in (a worker of low priority)
+    for _ in range(120):
+        if any(b.key == "apply-ml-scaler-decompose" for b in at.button):
+            break
+        time.sleep(0.25)
+        at.run()
     at.button(key="apply-ml-scaler-decompose").click()
     at.run()
     assert not at.exception, at.exception
