@@ -505,12 +505,26 @@ def _dim(d) -> str:
     return str(d)
 
 
+EDGE_LABEL_CHARS = 36
+
+
+def _edge_dim(d) -> str:
+    """A dim for "×"-joined text: an expression (symbolic inference's "floor(h/2 - 1/2) + 1") in parentheses,
+    so that "16×(floor(h/2 - 1/2) + 1)" cannot be read as "16×floor(…) + 1"."""
+    text = _dim(d)
+    return f"({text})" if isinstance(d, str) and any(c in text for c in " +*/()") else text
+
+
 def tensor_label(info: TensorInfo) -> str:
     """A tensor's dtype and shape as an edge shows it: "1×3×224×224" for float32, "int64 4" otherwise; "" when
-    nothing is known. Dims that inference only numbered (unk__0) or that are negative show as "?"."""
+    nothing is known. Dims that inference only numbered (unk__0) or that are negative show as "?"; a label
+    longer than EDGE_LABEL_CHARS shows its expression dims as "(…)" (the hover text writes them out)."""
     if info.shape is None:
         return "" if not info.dtype else info.dtype_name.lower()
-    dims = "×".join(_dim(d) for d in info.shape) or "scalar"
+    parts = [_edge_dim(d) for d in info.shape]
+    dims = "×".join(parts) or "scalar"
+    if len(dims) > EDGE_LABEL_CHARS:
+        dims = "×".join("(…)" if p.startswith("(") else p for p in parts)
     if info.dtype_name in ("FLOAT", "?"):
         return dims
     return f"{info.dtype_name.lower()} {dims}"

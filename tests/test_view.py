@@ -231,6 +231,13 @@ def test_dims_only_numbered_by_inference_show_as_question_marks():
     assert tensor_label(TensorInfo("t", TensorProto.INT64, (4,))) == "int64 4"
     assert tensor_label(TensorInfo("t", TensorProto.FLOAT, ())) == "scalar"
     assert tensor_label(TensorInfo("t", 0, None)) == ""
+    # expression dims in parentheses (not "16×floor(h/2) + 1"); written out while the label stays short
+    assert (
+        tensor_label(TensorInfo("t", TensorProto.FLOAT, ("b", 16, "floor(h/2) + 1")))
+        == "b×16×(floor(h/2) + 1)"
+    )
+    long = ("batch", 16, "floor(height/2 - 1/2) + 1", "floor(width/2 - 1/2) + 1")
+    assert tensor_label(TensorInfo("t", TensorProto.FLOAT, long)) == "batch×16×(…)×(…)"
 
 
 def test_a_readers_constants_share_one_compact_box_that_never_overlaps():
