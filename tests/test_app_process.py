@@ -64,3 +64,29 @@ def test_sigterm_to_the_app_command_stops_the_server(tmp_path):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (
+            ["run", "app.py", "--server.port", "1"],
+            ["run", "--runner.postScriptGC=false", "app.py", "--server.port", "1"],
+        ),
+        (["run", "app.py", "--runner.postScriptGC=true"], ["run", "app.py", "--runner.postScriptGC=true"]),
+        (["version"], ["version"]),
+    ],
+)
+def test_the_server_runs_without_a_full_collection_after_each_rerun_unless_told(monkeypatch, args, expected):
+    """`python -m surgery.cli.serve run …` turns Streamlit's post-run gc.collect(2) off (a user's own setting wins)."""
+    from streamlit.web import cli
+
+    from surgery.cli import serve
+
+    seen = []
+    monkeypatch.setattr(serve, "preload", lambda: None)
+    monkeypatch.setattr(cli, "main", lambda prog_name: seen.append(list(sys.argv)))
+    monkeypatch.setattr(sys, "argv", ["serve.py", *args])
+    monkeypatch.setattr("gc.freeze", lambda: None)
+    serve.main()
+    assert seen == [["streamlit", *expected]]
