@@ -100,7 +100,7 @@ function build(root, el, data, send) {
   whenLaidOut(st, () => {
     fitHeight(st);
     network.setSize('100%', '100%');  // now, not at vis-network's next resize callback: the first view needs it
-    initialView(st, data);
+    initialView(st, st.data);  // the latest data: verdicts may have come in while it waited
   });
   st.ready = true;
   requestAnimationFrame(() => el.setAttribute('data-drawn', '1'));
@@ -323,7 +323,7 @@ function bounds(data) {
 function readableScale() { return 1.0; }
 
 function initialView(st, data) {
-  if (!st.root.isConnected || !st.el.clientWidth) { whenLaidOut(st, () => initialView(st, data)); return; }
+  if (!st.root.isConnected || !st.el.clientWidth) { whenLaidOut(st, () => initialView(st, st.data)); return; }
   if (!data.nodes.length) { noteScale(st); return; }
   const W = st.el.clientWidth, H = st.el.clientHeight;
   const bb = bounds(data);
