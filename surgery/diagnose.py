@@ -41,8 +41,7 @@ WORKER_TIMEOUT_S = 1800.0
 
 
 def _check_in_worker(model: ModelProto, target: str, base_dir: str | None, depth: Stage) -> Report:
-    from surgery.backends.isolate import call_isolated
-    from surgery.graph import BACKGROUND_NICE
+    from surgery.backends.isolate import BACKGROUND_NICE, call_isolated
 
     return call_isolated(
         "surgery.diagnose:checked_here",

@@ -59,6 +59,9 @@ while True:
     answer.write(struct.pack("<Q", len(data)) + data)
 """
 
+# the priority of a server's background work (shape inference, checks that read every weight): a CPU weight ~1/9
+# of a normal process's (Linux CFS), so on a busy machine the page and the browser come first
+BACKGROUND_NICE = 10
 MAX_CALLS_PER_WORKER = 200  # recycle a worker now and then (backends keep caches)
 MAX_IDLE_WORKERS = 2
 
