@@ -415,6 +415,30 @@ def unchecked_targets() -> list[str]:
     return [t for t in state().targets if (fp, t) not in _checked()]
 
 
+# Draw first: in a browser, a model's checks start once the browser says its drawing is on screen (the graph
+# component reports it): each target's verdicts come with a rerun, and reruns while the page is still loading
+# held a small model's first drawing up by ~0.6 s (bench/app_open.py). Without a report, after this long anyway.
+CHECKS_WAIT_FOR_DRAWING_S = 3.0
+
+
+def browser_attached() -> bool:
+    """Whether this session is a page in a browser (AppTest's sessions have no request headers)."""
+    return bool(st.context.headers)
+
+
+def checks_may_start(drawn: set, shown: set) -> bool:
+    """Whether this run may start the pending checks: the browser has reported drawing one of the layouts
+    `shown` this run, or it has not within CHECKS_WAIT_FOR_DRAWING_S, or there is no browser (AppTest)."""
+    import time
+
+    if not browser_attached() or drawn & shown:
+        return True
+    waits = state().setdefault("_drawing_waits", {})
+    key = (version(), frozenset(shown))
+    since = waits.setdefault(key, time.monotonic())
+    return time.monotonic() - since > CHECKS_WAIT_FOR_DRAWING_S
+
+
 def mark_checked(target: str) -> None:
     _checked().add((version(), target))
 

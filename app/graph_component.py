@@ -74,5 +74,7 @@ def _component():
 
 def graph(payload: dict, key: str = "graph", on_select=None):
     """Draw the graph; returns the component result (`.selected` is `{ref, at}` for the last click: `ref` is a
-    node key or ``group:<scope>``, `at` a timestamp)."""
-    return _component()(data=payload, key=key, on_selected_change=on_select or (lambda: None))
+    node key or ``group:<scope>``, `at` a timestamp; `.drawn` the layout id last drawn on screen)."""
+    return _component()(
+        data=payload, key=key, on_selected_change=on_select or (lambda: None), on_drawn_change=lambda: None
+    )

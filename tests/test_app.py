@@ -171,6 +171,31 @@ def test_a_model_with_heavy_weights_is_checked_by_onnxruntime_in_a_worker(tmp_pa
     ]
 
 
+def test_in_a_browser_the_checks_wait_for_the_drawing_or_a_few_seconds(tmp_path, monkeypatch):
+    """Draw first: a page in a browser starts its checks when the graph reports its drawing (their reruns would
+    hold it up); without a report, after CHECKS_WAIT_FOR_DRAWING_S."""
+    import time
+
+    import onnx
+    from test_browser import generated
+
+    path = tmp_path / "waits.onnx"
+    onnx.save(generated(2), path)  # a model no other test checks
+    monkeypatch.setenv("ONNX_SURGERY_START_MODEL", str(path))
+    monkeypatch.syspath_prepend(str(Path(MAIN).parent))
+    import adapter
+
+    monkeypatch.setattr(adapter, "browser_attached", lambda: True)  # AppTest has no browser: as if it had one
+    monkeypatch.setattr(adapter, "CHECKS_WAIT_FOR_DRAWING_S", 1.0)
+    at = run_page(targets=["tensorrt-static@10.15"])
+    at.run()
+    assert not at.success and not at.error  # no verdicts: the drawing was not reported
+    time.sleep(1.2)
+    at.run()
+    at.run()
+    assert any("accepts the model" in m.value for m in at.success), [m.value for m in at.success]
+
+
 def test_a_lesson_is_walked_through_to_the_numbers():
     at = run_page("pages/lessons.py")
     at.button(key="walk-resize_scales_chain").click()

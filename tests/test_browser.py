@@ -248,6 +248,10 @@ def test_a_600_node_model_opens_readable_with_tooltips(page, tmp_path, flat):
     # verdicts come in after the first draw, one target at a time: wait for the last one
     page.locator('[data-testid="stAlert"]', has_text="onnxruntime").first.wait_for()
     settle(page)
+    # the checks started when the graph reported its drawing (the app waits for it, a few seconds at most)
+    assert graph_state(
+        page, "!!globalThis.__onnxSurgeryDrawn && globalThis.__onnxSurgeryDrawn.has(g.layoutId)"
+    )
     hover_node(page, first)
     tip = page.locator(".graph-tooltip")
     tip.wait_for(state="visible", timeout=10_000)

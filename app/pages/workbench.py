@@ -205,13 +205,18 @@ with head:
 with left:
     if side_by_side:  # the two sides at the same places, so they line up
         halves = graph_slot.container().columns(2, gap="small")
-        results = []
+        results, shown = [], set()
         for half, which in zip(halves, ("before", "after")):
             with half:
-                results.append(graph(view.side(which).payload(s.selected), key=f"graph-{which}"))
+                payload = view.side(which).payload(s.selected)
+                results.append(graph(payload, key=f"graph-{which}"))
+                shown.add(payload["layout_id"])
     else:
+        payload = view.payload(s.selected)
+        shown = {payload["layout_id"]}
         with graph_slot:  # one element: a new model relays it out in place
-            results = [graph(view.payload(s.selected), key="graph")]
+            results = [graph(payload, key="graph")]
+    drawn = {getattr(r, "drawn", None) for r in results}
     for result in results:
         ref = adapter.new_click(getattr(result, "selected", None))
         if ref is not None:
@@ -395,7 +400,18 @@ if not adapter.fixes_ready():
     with right:
         _await_background()
 
-if pending:  # the next target's verdicts, then a rerun to colour the graph with them
+
+@st.fragment(run_every=1.0)
+def _await_drawing() -> None:
+    """Checks wait for the browser to report the drawing: one rerun of the page if it has not in time."""
+    if adapter.checks_may_start(drawn, shown):
+        st.rerun(scope="app")
+
+
+if pending and not adapter.checks_may_start(drawn, shown):
+    with right:
+        _await_drawing()
+elif pending:  # the next target's verdicts, then a rerun to colour the graph with them
     with checking.container(), st.spinner(f"Checking with {pending[0]}… ({len(pending)} to go)"):
         adapter.reports([pending[0]])
     adapter.mark_checked(pending[0])

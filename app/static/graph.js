@@ -81,7 +81,10 @@ function build(root, el, data, send) {
   globalThis.__onnxSurgeryNetwork = network;
   globalThis.__onnxSurgeryGraph = st;
   network.on('beforeDrawing', (ctx) => drawEdges(st, ctx));
-  network.on('afterDrawing', (ctx) => { drawBadges(st, ctx); drawStrikes(st, ctx); drawMinimapView(st); el.setAttribute('data-drawn', '1'); });
+  network.on('afterDrawing', (ctx) => {
+    drawBadges(st, ctx); drawStrikes(st, ctx); drawMinimapView(st); el.setAttribute('data-drawn', '1');
+    reportDrawn(st);
+  });
   network.on('zoom', () => noteScale(st));
   network.on('dragEnd', () => noteScale(st));
   network.on('click', (p) => {
@@ -110,6 +113,15 @@ function build(root, el, data, send) {
     network.destroy();
   };
   return st;
+}
+
+function reportDrawn(st) {
+  // once per layout and page: the app starts a small model's checks when its drawing is on screen (their reruns
+  // would hold the first drawing up)
+  const seen = (globalThis.__onnxSurgeryDrawn = globalThis.__onnxSurgeryDrawn || new Set());
+  if (!st.el.clientWidth || seen.has(st.layoutId)) return;
+  seen.add(st.layoutId);
+  st.send('drawn', st.layoutId);
 }
 
 function listen(st, target, type, fn, opts) {
