@@ -209,10 +209,12 @@ with left:
         for half, which in zip(halves, ("before", "after")):
             with half:
                 payload = view.side(which).payload(s.selected)
+                payload["report_drawn"] = bool(pending)  # the checks wait for it
                 results.append(graph(payload, key=f"graph-{which}"))
                 shown.add(payload["layout_id"])
     else:
         payload = view.payload(s.selected)
+        payload["report_drawn"] = bool(pending)  # the checks wait for it (a report is a rerun: only then)
         shown = {payload["layout_id"]}
         with graph_slot:  # one element: a new model relays it out in place
             results = [graph(payload, key="graph")]

@@ -116,10 +116,10 @@ function build(root, el, data, send) {
 }
 
 function reportDrawn(st) {
-  // once per layout and page: the app starts a small model's checks when its drawing is on screen (their reruns
-  // would hold the first drawing up)
+  // once per layout and page, when the app asks (checks are pending): it starts them when the drawing is on
+  // screen (their reruns would hold the first drawing up)
   const seen = (globalThis.__onnxSurgeryDrawn = globalThis.__onnxSurgeryDrawn || new Set());
-  if (!st.el.clientWidth || seen.has(st.layoutId)) return;
+  if (!st.data.report_drawn || !st.el.clientWidth || seen.has(st.layoutId)) return;
   seen.add(st.layoutId);
   st.send('drawn', st.layoutId);
 }
