@@ -72,9 +72,14 @@ def _component():
     )
 
 
-def graph(payload: dict, key: str = "graph", on_select=None):
+def graph(payload: dict | None, key: str = "graph", on_select=None, report_drawn: bool = False):
     """Draw the graph; returns the component result (`.selected` is `{ref, at}` for the last click: `ref` is a
-    node key or ``group:<scope>``, `at` a timestamp; `.drawn` the layout id last drawn on screen)."""
+    node key or ``group:<scope>``, `at` a timestamp; a None payload mounts the component's scripts only). With
+    `report_drawn` (the page's checks wait for it; a report is a rerun, so only then), `.drawn` becomes the layout
+    id once it is drawn on screen."""
     return _component()(
-        data=payload, key=key, on_selected_change=on_select or (lambda: None), on_drawn_change=lambda: None
+        data=None if payload is None else {**payload, "report_drawn": report_drawn},
+        key=key,
+        on_selected_change=on_select or (lambda: None),
+        on_drawn_change=lambda: None,
     )

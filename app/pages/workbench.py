@@ -209,15 +209,13 @@ with left:
         for half, which in zip(halves, ("before", "after")):
             with half:
                 payload = view.side(which).payload(s.selected)
-                payload["report_drawn"] = bool(pending)  # the checks wait for it
-                results.append(graph(payload, key=f"graph-{which}"))
+                results.append(graph(payload, key=f"graph-{which}", report_drawn=bool(pending)))
                 shown.add(payload["layout_id"])
     else:
         payload = view.payload(s.selected)
-        payload["report_drawn"] = bool(pending)  # the checks wait for it (a report is a rerun: only then)
         shown = {payload["layout_id"]}
         with graph_slot:  # one element: a new model relays it out in place
-            results = [graph(payload, key="graph")]
+            results = [graph(payload, key="graph", report_drawn=bool(pending))]
     drawn = {getattr(r, "drawn", None) for r in results}
     for result in results:
         ref = adapter.new_click(getattr(result, "selected", None))
@@ -389,30 +387,25 @@ with actions:
 
 
 @st.fragment(run_every=0.5)
-def _await_background() -> None:
-    """While a big model's shapes are inferred: a line saying so, and one rerun of the page when they (and the
-    fixes' preparation) are in, so that the inspector, a focus window and the fixes get them."""
-    if adapter.fixes_ready():
+def _rerun_when(ready, line: str = "") -> None:
+    """A poll: one rerun of the whole page once `ready()` holds; `line` says meanwhile what the page waits for."""
+    if ready():
         st.rerun(scope="app")
-    st.caption(f"Inferring the shapes of {n_nodes:,} nodes… the inspector and fixes update when they are in.")
+    if line:
+        st.caption(line)
 
 
 adapter.infer_shapes_soon()  # a big model's shapes, in the background now that the page is drawn
-if not adapter.fixes_ready():
+if not adapter.fixes_ready():  # the inspector, a focus window and the fixes get the shapes when they are in
     with right:
-        _await_background()
+        _rerun_when(
+            adapter.fixes_ready,
+            f"Inferring the shapes of {n_nodes:,} nodes… the inspector and fixes update when they are in.",
+        )
 
-
-@st.fragment(run_every=1.0)
-def _await_drawing() -> None:
-    """Checks wait for the browser to report the drawing: one rerun of the page if it has not in time."""
-    if adapter.checks_may_start(drawn, shown):
-        st.rerun(scope="app")
-
-
-if pending and not adapter.checks_may_start(drawn, shown):
+if pending and not adapter.checks_may_start(drawn, shown):  # the browser has not reported the drawing yet
     with right:
-        _await_drawing()
+        _rerun_when(lambda: adapter.checks_may_start(drawn, shown))
 elif pending:  # the next target's verdicts, then a rerun to colour the graph with them
     with checking.container(), st.spinner(f"Checking with {pending[0]}… ({len(pending)} to go)"):
         adapter.reports([pending[0]])
