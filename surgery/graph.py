@@ -11,7 +11,7 @@ import threading
 from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 
 import numpy as np
 import onnx
@@ -215,6 +215,11 @@ class GraphFacts:
     path: str = ""
     parent: GraphFacts | None = None
     free: dict[str, str] = field(default_factory=dict)
+
+    @cached_property
+    def position(self) -> dict[int, int]:
+        """Node index -> its place in the topological order (computed once per facts)."""
+        return {i: p for p, i in enumerate(self.order)}
 
     # -- construction ------------------------------------------------------------------------------------
     @classmethod

@@ -130,7 +130,7 @@ def pick_failure(report, facts, node: str | None = None) -> Failure:
                 f"{report.label} does not reject {v.op_type} '{node}' (its verdict: {v.status.value})"
             )
         return Failure(v.node, v.op_type, v.code, v.words, v.explanation, v.stage.value, v.words_from)
-    pos = {n: k for k, n in enumerate(facts.order)}
+    pos = facts.position
     rejected = sorted(report.rejected, key=lambda v: pos.get(v.index, len(pos)))
     if rejected:
         v = rejected[0]
@@ -177,7 +177,7 @@ def reduce_model(
     graph = proto.graph
     n = len(graph.node)
     r = facts.index[failure.node] if failure.node else None
-    pos = {i: k for k, i in enumerate(facts.order)}
+    pos = facts.position
     values: dict = {}
     types: dict = {}
     typed_once = [False]

@@ -330,18 +330,13 @@ def search(facts: GraphFacts, text: str, limit: int = 50) -> list[str]:
     return list(recent[(t, limit)])
 
 
-def _position(facts: GraphFacts) -> dict[int, int]:
-    """Node index -> its place in the topological order."""
-    return _memo(facts, "position", lambda: {i: p for p, i in enumerate(facts.order)})
-
-
 def _rejected_in_order(verdicts: dict[str, Verdict], facts: GraphFacts) -> list[str]:
     """The keys of the main graph's rejected nodes, in topological order (read from the verdicts: a model with
     few or no verdicts costs nothing however many nodes it has)."""
     bad = [k for k, v in verdicts.items() if k in facts.index and status_of(v) == "rejected"]
     if not bad:
         return []
-    pos, index = _position(facts), facts.index
+    pos, index = facts.position, facts.index
     return sorted(bad, key=lambda k: pos[index[k]])
 
 
@@ -350,7 +345,7 @@ def next_rejected(verdicts: dict[str, Verdict], facts: GraphFacts, current: str 
     bad = _rejected_in_order(verdicts, facts)
     if not bad or current not in facts.index:
         return bad[0] if bad else None
-    pos, index = _position(facts), facts.index
+    pos, index = facts.position, facts.index
     after = [k for k in bad if pos[index[k]] > pos[index[current]]]
     return (after or bad)[0]
 
@@ -394,7 +389,7 @@ def groups_of(facts: GraphFacts, members: list[int], scope: str | None) -> list[
     if len(groups) < MIN_GROUPS:  # no scopes to group by: blocks of the structure
         return structural_groups(facts, members)
     # too many (or too few) scopes: cut the topological order into runs, at scope changes where possible
-    pos = {i: p for p, i in enumerate(facts.order)}
+    pos = facts.position
     group_of = {i: g for g, ms in groups.items() for i in ms}
     target = max(1, -(-len(members) // MAX_GROUPS))
     runs: list[list[int]] = [[]]
@@ -430,7 +425,7 @@ def _first_reader(facts: GraphFacts, i: int, pos: dict[int, int]) -> int | None:
 def _block_members(facts: GraphFacts, a: int, b: int) -> list[int]:
     """``block:A-B``: the nodes at topological positions A..B that compute from the inputs, plus the nodes that
     compute only from constants (weights, shapes) and are first read there."""
-    pos = {i: p for p, i in enumerate(facts.order)}
+    pos = facts.position
     main = {i for i in facts.order[a : b + 1] if not _constant_only(facts, i)}
     out = []
     for i in facts.order:
@@ -450,7 +445,7 @@ def structural_groups(facts: GraphFacts, members: list[int]) -> list[tuple[str, 
     cut into runs of about len/MAX_GROUPS nodes, each cut where the fewest tensors cross it (the ends of
     blocks: a residual Add, a Concat, a transition), and each constant-only node (weights, shapes) in the group
     of the node that reads it. Ids are ``block:A-B`` (topological positions)."""
-    pos = {i: p for p, i in enumerate(facts.order)}
+    pos = facts.position
     constant = _constant_nodes(facts)
     main = [i for i in members if i not in constant] or list(members)
     m = len(main)
@@ -615,7 +610,7 @@ def _draw(
 ) -> View:
     """Lay out `singles` (node indices, drawn one by one) and `groups` (drawn one box each)."""
     graph = facts.model.graph
-    pos_of = _position(facts)
+    pos_of = facts.position
     drawn: dict[int, str] = {}  # node index -> drawn id (its own box or its group's)
     view = View(total_nodes=len(graph.node), note=note, collapsed=bool(groups))
     units: list[ViewNode] = []
@@ -928,7 +923,7 @@ def previous_rejected(verdicts: dict[str, Verdict], facts: GraphFacts, current: 
     bad = _rejected_in_order(verdicts, facts)
     if not bad or current not in facts.index:
         return bad[-1] if bad else None
-    pos, index = _position(facts), facts.index
+    pos, index = facts.position, facts.index
     before = [k for k in bad if pos[index[k]] < pos[index[current]]]
     return (before or bad)[-1]
 

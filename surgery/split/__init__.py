@@ -772,7 +772,7 @@ def _second_look(proto, facts, report, kinds: dict[int, str], target: str, base_
             i = c.original_index(v.index)
             if status.get(i) is Status.UNKNOWN and i in kinds:
                 found.append(i)
-    pos = {n: k for k, n in enumerate(facts.order)}
+    pos = facts.position
     return sorted(found, key=pos.__getitem__)
 
 

@@ -87,7 +87,7 @@ def cut(
     is in `fold` (or `fold_all`); `values` caches folded values between calls (tensor -> numpy array). With
     `loose_outputs` an output nothing types is declared without a type instead of raising CutError."""
     graph = model.graph
-    pos = {n: k for k, n in enumerate(facts.order)}
+    pos = facts.position
     own = sorted(set(nodes), key=pos.__getitem__)
     produced = {o for i in own for o in graph.node[i].output if o}
     reads: list[str] = []

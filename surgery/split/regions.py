@@ -119,7 +119,7 @@ def _dag(parts: list[Group], preds: dict[int, set[int]]) -> tuple[list[set[int]]
 
 def _merge(parts: list[Group], preds: dict[int, set[int]], facts: GraphFacts) -> list[Group]:
     """Merge parts of one kind while the part graph stays acyclic; returns them in execution order."""
-    pos = {n: k for k, n in enumerate(facts.order)}
+    pos = facts.position
     while True:
         parents, topo = _dag(parts, preds)
         pair = _mergeable(parts, parents, topo)
