@@ -45,7 +45,10 @@ def ensure_state() -> None:
     s.scopes = []
     problem = _restore_from_url()  # the URL's ?session=...: the work as it was left, replayed
     if "ws" not in s and start:
+        # `onnx-surgery app` refuses a bad file before the server starts; one spoiled since is said here (opening
+        # the default sample below clears the error it set)
         open_path(start, check_folder=False, remember=False)
+        problem = " · ".join(filter(None, (problem, s.error)))
     if "ws" not in s:
         open_sample(DEFAULT_SAMPLE, remember=False)
     if problem:

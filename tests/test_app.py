@@ -126,6 +126,18 @@ def test_next_rejected_selects_the_node_the_target_rejects():
     assert any("Resize scales must be an initializer" in c.value for c in at.code)
 
 
+def test_a_start_model_spoiled_after_the_command_checked_it_is_said_in_one_line(tmp_path, monkeypatch):
+    """`onnx-surgery app MODEL` refuses a bad file before the server starts; a file spoiled since is said on the
+    page (the default sample opens instead), not dropped silently."""
+    path = tmp_path / "spoiled.onnx"
+    path.write_bytes(b"\x00\x01 definitely not onnx")
+    monkeypatch.setenv("ONNX_SURGERY_START_MODEL", str(path))
+    at = run_page()
+    errors = [e.value for e in at.error]
+    assert any("spoiled.onnx: not an ONNX model" in e and "\n" not in e for e in errors), errors
+    assert at.session_state["model_name"] == "healthy_cnn.onnx"
+
+
 def test_a_big_model_opens_collapsed_and_its_groups_open(tmp_path, monkeypatch):
     import onnx
     from test_view import scoped_chain
