@@ -14,7 +14,7 @@ downloaded) at 1600×1000.
 The machine's load average is printed with the figures: on a shared 2-core machine a busy neighbour doubles them.
 Each model is opened `--repeat` times (a new server each time); the table gives the median and the range.
 
-    python bench/app_open.py [--sizes 10000 100000] [--external-gib 2] [--repeat 3] [--open-after 0]
+    python bench/app_open.py [--sizes 10000 100000] [--external-gib 2] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -130,9 +130,7 @@ def search_and_focus(page, key: str) -> float:
     return time.perf_counter() - t
 
 
-def open_and_time(
-    browser, model: Path, search_for: tuple[str, str] | None, big: bool = False, open_after: float = 0.0
-):
+def open_and_time(browser, model: Path, search_for: tuple[str, str] | None, big: bool = False):
     started = time.perf_counter()
     proc, url = start_server(model, max_upload_mb=4096)
     up = (
@@ -142,7 +140,6 @@ def open_and_time(
         page = browser.new_page(viewport={"width": 1600, "height": 1000})
         page.set_default_timeout(600_000)
         page.add_init_script(DRAWN_CLOCK)
-        time.sleep(open_after)  # a person opening the address the command printed
         t = time.perf_counter()
         page.goto(url)
         page.locator(".wb-title b", has_text=model.name).wait_for()
@@ -196,13 +193,6 @@ def main() -> None:
     )
     ap.add_argument("--external-gib", type=float, default=2.0, help="0 to skip")
     ap.add_argument("--repeat", type=int, default=3, help="opens of each model (median and range reported)")
-    ap.add_argument(
-        "--open-after",
-        type=float,
-        default=0.0,
-        help="seconds between the server's answer and the page request (0: at once, the worst case for the"
-        " start model's read-ahead; a person takes a second or more)",
-    )
     args = ap.parse_args()
     print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
     rows = []
@@ -220,13 +210,13 @@ def main() -> None:
             softmax = [n.name for n in model.graph.node if n.op_type == "Softmax"]
             targets = (softmax[len(softmax) // 2], softmax[-1])  # two nodes far apart: one search each
             big = len(model.graph.node) > 20_000
-            runs = repeated(args.repeat, open_and_time, browser, path, targets, big, args.open_after)
+            runs = repeated(args.repeat, open_and_time, browser, path, targets, big)
             note = "checked on request (over 20k nodes)" if len(model.graph.node) > 20_000 else ""
             name = f"transformer stack, {len(model.graph.node):,} nodes"
             rows.append((name, *runs, note))
         if args.external_gib:
             path, size = external_model(Path(tmp), args.external_gib)
-            runs = repeated(args.repeat, open_and_time, browser, path, None, False, args.open_after)
+            runs = repeated(args.repeat, open_and_time, browser, path, None)
             rows.append(("11 nodes + external weights", *runs, f"{size / 1024**3:.2f} GiB of weights"))
         browser.close()
     print(f"load average after: {os.getloadavg()[0]:.1f}")
