@@ -188,10 +188,6 @@ def _constant_nodes(facts: GraphFacts) -> frozenset[int]:
     return _memo(facts, "constant_nodes", make)
 
 
-def _ops(facts: GraphFacts) -> list[str]:
-    return _memo(facts, "ops", lambda: [n.op_type for n in facts.model.graph.node])
-
-
 def _parts(name: str) -> list[str]:
     return [p for p in name.split("/") if p]
 
@@ -299,7 +295,7 @@ def search_index(facts: GraphFacts) -> list[tuple[str, str, str]]:
         "search",
         lambda: [
             (k, f"{k}\n{name}".lower(), op.lower())
-            for k, name, op in zip(facts.keys, (n.name for n in facts.model.graph.node), _ops(facts))
+            for k, name, op in zip(facts.keys, (n.name for n in facts.model.graph.node), facts.ops)
         ],
     )
 
@@ -593,7 +589,7 @@ def _group_label(label: str, members: list[int], facts: GraphFacts) -> str:
     """Its name, node count and top op types (of the nodes that compute from the inputs, where there are)."""
     constant = _constant_nodes(facts)
     main = [i for i in members if i not in constant] or members
-    op_of = _ops(facts)
+    op_of = facts.ops
     ops = Counter(op_of[i] for i in main)
     top = ", ".join(f"{op} {n}" for op, n in ops.most_common(3))
     name = label if len(label) <= 34 else "…" + label[-33:]

@@ -211,6 +211,9 @@ def _assert_same_facts(model):
             assert all(list(got[k]) == list(v) for k, v in want.items() if isinstance(v, list)), name
     assert facts.index == {k: i for i, k in enumerate(ref["keys"])}
     assert list(facts.tensors.items()) == list(ref["tensors"].items())
+    ops = [n.op_type for n in model.graph.node]
+    assert facts.ops == ops  # kept from the declared pass, carried into the facts with shapes
+    assert GraphFacts.of(model, infer=False).ops == ops
     return facts
 
 
@@ -315,6 +318,18 @@ def test_facts_equal_the_plain_algorithm_out_of_order_in_cycles_and_with_two_pro
     )
     facts = _assert_same_facts(helper.make_model(cyc, ir_version=8, opset_imports=_opset()))
     assert facts.order[-2:] == [1, 2]  # the cycle last
+    #   a node that reads the name it writes (a one-node cycle) is no reason to sort: its reader is its producer
+    own = helper.make_graph(
+        [
+            helper.make_node("Relu", ["x"], ["y"], name="first"),
+            helper.make_node("Add", ["z", "y"], ["z"], name="self"),
+            helper.make_node("Relu", ["z"], ["u"], name="last"),
+        ],
+        "own",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("u", TensorProto.FLOAT, [1])],
+    )
+    assert _assert_same_facts(helper.make_model(own, ir_version=8, opset_imports=_opset())).order == [0, 1, 2]
 
 
 def test_float_values_shape_inference_reads_still_reach_it():
