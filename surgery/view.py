@@ -295,7 +295,7 @@ def search_index(facts: GraphFacts) -> list[tuple[str, str, str]]:
         "search",
         lambda: [
             (k, f"{k}\n{name}".lower(), op.lower())
-            for k, name, op in zip(facts.keys, (n.name for n in facts.model.graph.node), facts.ops)
+            for k, name, op in zip(facts.keys, _names(facts), facts.ops)
         ],
     )
 

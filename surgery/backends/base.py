@@ -3,7 +3,6 @@ the same small data types, so the CLI, the app and partitioning never special-ca
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
@@ -147,14 +146,14 @@ def first_line(text: str, limit: int = 300) -> str:
 
 # TensorRT's parser opens a node's error with a line that only names the node ("Invalid Node - NAME") and says
 # what is wrong on the next one (the words recorded in surgery/backends/data/tensorrt/recorded-tensorrt-rtx.json)
-_NAMES_THE_NODE_ONLY = re.compile(r"Invalid Node - ")
+_NAMES_THE_NODE_ONLY = "Invalid Node - "
 
 
 def telling_line(text: str, limit: int = 300) -> str:
     """The one line of a backend's words that says what is wrong: the first non-empty line, or the next one where
     the first only names the node. Still the backend's words, verbatim (cut at `limit`)."""
     lines = [line for line in str(text).splitlines() if line.strip()]
-    if len(lines) > 1 and _NAMES_THE_NODE_ONLY.match(lines[0].strip()):
+    if len(lines) > 1 and lines[0].strip().startswith(_NAMES_THE_NODE_ONLY):
         return first_line(lines[1], limit)
     return first_line(text, limit)
 
