@@ -8,9 +8,18 @@ import re
 
 import streamlit as st
 
-from surgery.backends.base import Message, Outcome, Report, Stage, Verdict, where_said
+from surgery.backends.base import (
+    SPEAKER,
+    Message,
+    Outcome,
+    Report,
+    Status,
+    Verdict,
+    said_line,
+    speaker,
+    where_said,
+)
 
-WHO = {Stage.PARSE: "parser says", Stage.BUILD: "builder says", Stage.RUN: "backend says"}
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|$<>~])")
 
 
@@ -40,7 +49,7 @@ def show_verdict(v: Verdict, label: str) -> None:
     stage = f" at {v.stage.value}" if v.status.value != "supported" else ""
     st.markdown(f"{icon} **{md_escape(label)}**: {status}{stage}{code}")
     if v.words:
-        words_block(WHO[v.stage], v.words, v.words_from)
+        words_block(SPEAKER[v.stage], v.words, v.words_from)
     if v.explanation:
         st.markdown(f"**Why** (our explanation): {md_escape(v.explanation)}")
     st.caption(f"evidence: {md_escape(v.evidence.source)} — {md_escape(v.evidence.detail)}")
@@ -49,7 +58,7 @@ def show_verdict(v: Verdict, label: str) -> None:
 def show_message(m: Message) -> None:
     """A model-level message: the backend's words verbatim, our explanation apart."""
     if m.words:
-        words_block(WHO[m.stage], m.words, m.words_from)
+        words_block(SPEAKER[m.stage], m.words, m.words_from)
     if m.explanation:
         st.caption(f"{m.level} at {m.stage.value}: {md_escape(m.explanation)}")
 
@@ -72,8 +81,18 @@ def show_report_banner(r: Report) -> None:
         )
     else:
         st.info(f"**{label}** is not available here.", icon=":material/power_off:")
-    for line in r.reasons()[:3] if outcome is not Outcome.ACCEPTS else []:
-        st.caption(md_escape(line))
+    # what was said, a line per group of nodes it was said of: the backend's words quoted, our explanation after
+    # "why:" (a parser's bare words, "false", say little alone); rejections first, else what cannot be confirmed
+    groups = [] if outcome is Outcome.ACCEPTS else r.groups()
+    shown = [g for g in groups if g.status is Status.REJECTED] or groups
+    for g in shown[:3]:
+        st.caption(
+            md_escape(
+                f"{g.nodes()} — {said_line(speaker(r.backend, g.stage), g.words, g.explanation, g.words_from)}"
+            )
+        )
+    if len(shown) > 3:
+        st.caption(f"… and {len(shown) - 3} more (the inspector has each node's verdict)")
     for m in r.messages:
         if m.level != "info" or outcome is Outcome.UNAVAILABLE:
             show_message(m)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from onnx import ModelProto
 
-from surgery.backends.base import Stage, Status, Verdict
+from surgery.backends.base import SPEAKER, Status, Verdict, said_line
 from surgery.graph import GraphFacts, TensorInfo, all_inputs
 from surgery.layout import layered
 from surgery.model import gc_paused
@@ -42,7 +42,6 @@ LEGEND = [
     ("not checked", "no backend selected"),
 ]
 WORST_FIRST = ("rejected", "unknown", "supported", "not checked")
-WHO = {Stage.PARSE: "parser says", Stage.BUILD: "builder says", Stage.RUN: "backend says"}
 COLLAPSE_OVER = 1500  # a selection with more nodes opens collapsed into groups
 MIN_GROUPS, MAX_GROUPS = 6, 60
 SHAPES_BELOW = 3000  # edges show their tensor's shape by default below this many drawn nodes
@@ -552,13 +551,10 @@ def verdict_line(label: str, v: Verdict | None) -> str:
         return f"{label}: no verdict"
     status = "cannot confirm" if v.status == Status.UNKNOWN else v.status.value
     at = f" at {v.stage.value}" if v.status != Status.SUPPORTED else ""
-    line = f"{label}: {status}{at}"
-    if v.words:
-        more = "…" if len([x for x in v.words.splitlines() if x.strip()]) > 1 else ""
-        line += f" — {WHO.get(v.stage, 'backend says')}: “{v.reason()}{more}”"
-    elif v.explanation and v.status != Status.SUPPORTED:
-        line += f" — our explanation: {v.explanation.strip().splitlines()[0]}"
-    return line
+    said = said_line(
+        SPEAKER[v.stage], v.words, v.explanation if v.status != Status.SUPPORTED else "", v.words_from
+    )
+    return f"{label}: {status}{at}" + (f" — {said}" if said else "")
 
 
 def _constant_label(facts: GraphFacts, node) -> str:

@@ -37,3 +37,25 @@ def _sessions_in_a_temporary_folder(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ONNX_SURGERY_STATE_DIR", str(tmp_path_factory.mktemp("sessions")))
         yield
+
+
+@pytest.fixture
+def two_quantizers(tmp_path) -> Path:
+    """A file with two DynamicQuantizeLinear nodes (N in TensorRT 10.15's operator table, whose parser says only
+    "false") and a Relu every target accepts."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])
+    outs = [helper.make_tensor_value_info(n, TensorProto.UINT8, [1, 8]) for n in ("q1", "q2")]
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"], name="relu"),
+        helper.make_node("DynamicQuantizeLinear", ["x"], ["q1", "s1", "z1"], name="dql_a"),
+        helper.make_node("DynamicQuantizeLinear", ["r"], ["q2", "s2", "z2"], name="dql_b"),
+    ]
+    model = helper.make_model(
+        helper.make_graph(nodes, "g", [x], outs), opset_imports=[helper.make_opsetid("", 13)]
+    )
+    path = tmp_path / "two_quantizers.onnx"
+    onnx.save(model, path)
+    return path

@@ -464,3 +464,21 @@ def test_the_shape_worker_reads_a_file_only_for_the_unedited_model_read_from_it(
     monkeypatch.setattr(adapter, "workspace", lambda: changed)
     copy.write_bytes(path.read_bytes() + b"\0")  # the file changed since it was read
     assert adapter._unedited_path() is None
+
+
+def test_the_banner_shows_a_parsers_bare_words_beside_our_explanation(two_quantizers, monkeypatch):
+    """TensorRT's parser says only "false" for an op its table lists as N: the banner quotes it (recorded, not
+    this run's) and says why in our words, once for the two nodes it was said of."""
+    monkeypatch.setenv("ONNX_SURGERY_START_MODEL", str(two_quantizers))
+    at = run_page()
+    for _ in range(4):  # each target is checked in a run of its own
+        if any("TensorRT 10.15" in e.value for e in at.error):
+            break
+        at.run()
+    lines = [c.value.replace("\\", "") for c in at.caption]  # captions are Markdown-escaped
+    said = [x for x in lines if x.startswith("DynamicQuantizeLinear ×2 ('dql_a', 'dql_b') — ")]
+    assert len(said) == 1, lines
+    assert (
+        "parser says (recorded): “false” — why: DynamicQuantizeLinear is listed as not supported (N)"
+        in said[0]
+    )

@@ -130,3 +130,13 @@ def test_targets_lists_backends_versions_and_availability(fmt, capsys):
         assert ", ".join(SUPPORTED_VERSIONS) in out
         for backend in ("tensorrt ", "onnxruntime", "openvino", "tvm"):
             assert backend in out
+
+
+def test_nodes_told_the_same_are_listed_under_the_words_and_evidence_said_once(two_quantizers, capsys):
+    code, out = _check(capsys, two_quantizers, "-t", "tensorrt-static@10.15")
+    assert code == 1
+    group = out[out.index("rejected at parse") :]
+    assert group.count("parser says (recorded from ") == 1 and "  | false" in group
+    assert group.count("why: DynamicQuantizeLinear is listed as not supported (N)") == 1
+    assert group.count("evidence: support table: ") == 1
+    assert "- DynamicQuantizeLinear 'dql_a'\n" in group and "- DynamicQuantizeLinear 'dql_b'\n" in group

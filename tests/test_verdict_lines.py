@@ -3,7 +3,9 @@ wrong, still verbatim: TensorRT's "Invalid Node - NAME" opening line names the n
 
 import json
 
-from surgery.backends.base import Evidence, Report, Stage, Status, Verdict, first_line
+import onnx
+
+from surgery.backends.base import Evidence, Report, Stage, Status, Verdict, first_line, said_line
 from surgery.resources import PACKAGE_DIR
 from surgery.view import verdict_line
 
@@ -51,3 +53,23 @@ def test_words_without_that_opening_keep_their_first_line():
     assert v.reason() == "UNSUPPORTED_NODE: No importer registered for op: Foo"
     v = _verdict("Invalid Node - n")  # nothing after it: the one line there is
     assert v.reason() == "Invalid Node - n"
+
+
+def test_words_and_explanation_share_a_line_told_apart():
+    recorded = "recorded from a real parser"
+    line = said_line("parser says", "false", "Foo is listed as not supported (N)", recorded)
+    assert line == "parser says (recorded): “false” — why: Foo is listed as not supported (N)"
+    live = said_line("builder says", "Error A\nmore", "", "live")
+    assert live == "builder says: “Error A…”"  # this run's words: not marked recorded; more lines: …
+    assert said_line("parser says", "", "ours only") == "why: ours only"
+
+
+def test_nodes_told_the_same_are_one_group_with_its_evidence_once(two_quantizers):
+    from surgery.diagnose import check_one
+
+    report = check_one(onnx.load(two_quantizers), "tensorrt-static@10.15")
+    (group,) = report.groups()
+    assert [v.node for v in group.verdicts] == ["dql_a", "dql_b"] and group.status is Status.REJECTED
+    assert group.words and group.explanation and group.evidence() == group.verdicts[0].evidence
+    assert group.nodes() == "DynamicQuantizeLinear ×2 ('dql_a', 'dql_b')"
+    assert group.nodes(limit=1) == "DynamicQuantizeLinear ×2 ('dql_a', …)"

@@ -3,6 +3,7 @@ the same small data types, so the CLI, the app and partitioning never special-ca
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
@@ -126,6 +127,29 @@ def is_live(words_from: str) -> bool:
     return words_from == LIVE or words_from.startswith(LIVE + ", ")
 
 
+SPEAKER = {Stage.PARSE: "parser says", Stage.BUILD: "builder says", Stage.RUN: "backend says"}
+
+
+def speaker(backend: str, stage: Stage) -> str:
+    """Whose words these are, as every view labels them: the parser's or the builder's (onnxruntime's session
+    creation is both)."""
+    return "onnxruntime says" if backend.split("@")[0] == "onnxruntime" else SPEAKER[stage]
+
+
+def said_line(who: str, words: str, explanation: str, words_from: str = "") -> str:
+    """The backend's words and our explanation in one line, told apart: `who: “telling line”` (… where more was
+    said; "(recorded)" for words not from this run), then `why: …`. Both where both exist: a bare word ("false", a
+    parser's failed condition) says little without the explanation."""
+    parts = []
+    if words:
+        more = "…" if len([x for x in words.splitlines() if x.strip()]) > 1 else ""
+        recorded = " (recorded)" if words_from and not is_live(words_from) else ""
+        parts.append(f"{who}{recorded}: “{telling_line(words)}{more}”")
+    if explanation:
+        parts.append(f"why: {first_line(explanation)}")
+    return " — ".join(parts)
+
+
 def where_said(words_from: str) -> str:
     """Where the words come from, as shown beside them: nothing for this run's words, the backend's function
     when it named one ("in getReduceAxisMask"), else the recording or source they were taken from."""
@@ -162,6 +186,32 @@ def error_line(exc: BaseException, limit: int = 300) -> str:
     """`Type: first line of the message` for an exception whose message may be empty."""
     line = first_line(str(exc), limit)
     return f"{type(exc).__name__}: {line}" if line else type(exc).__name__
+
+
+@dataclass(frozen=True)
+class VerdictGroup:
+    """Verdicts that say the same thing: one status, stage and code, the same words (recorded in the same place)
+    and the same explanation."""
+
+    status: Status
+    stage: Stage
+    code: str
+    words: str
+    words_from: str
+    explanation: str
+    verdicts: tuple[Verdict, ...]
+
+    def evidence(self) -> Evidence | None:
+        """The evidence every verdict of the group shares, else None."""
+        first = self.verdicts[0].evidence
+        return first if all(v.evidence == first for v in self.verdicts) else None
+
+    def nodes(self, limit: int = 2) -> str:
+        """Its op types with their counts and the first nodes' names: "Foo ×17 ('a', 'b', …)"."""
+        ops = Counter(v.op_type for v in self.verdicts)
+        kinds = ", ".join(f"{op} ×{n}" if n > 1 else op for op, n in ops.most_common())
+        names = ", ".join(f"'{v.node}'" for v in self.verdicts[:limit])
+        return f"{kinds} ({names}{', …' if len(self.verdicts) > limit else ''})"
 
 
 @dataclass
@@ -208,6 +258,15 @@ class Report:
             if line not in out:
                 out.append(line)
         return out
+
+    def groups(self) -> list[VerdictGroup]:
+        """The rejected and unknown verdicts grouped by what was said, in the order each was first said."""
+        groups: dict[tuple, list[Verdict]] = {}
+        for v in self.verdicts:
+            if v.status is not Status.SUPPORTED:
+                key = (v.status, v.stage, v.code, v.words, v.words_from, v.explanation)
+                groups.setdefault(key, []).append(v)
+        return [VerdictGroup(*key, tuple(vs)) for key, vs in groups.items()]
 
     def by_node(self) -> dict[str, Verdict]:
         return {v.node: v for v in self.verdicts}

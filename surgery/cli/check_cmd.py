@@ -9,15 +9,8 @@ from __future__ import annotations
 import sys
 from collections import defaultdict
 
-from surgery.backends.base import Outcome, Stage, Status, where_said
+from surgery.backends.base import Outcome, Status, speaker, where_said
 from surgery.cli import EXIT_BAD_INPUT, chatter_to_stderr, exit_code
-
-WHO = {Stage.PARSE: "parser says", Stage.BUILD: "builder says", Stage.RUN: "backend says"}
-
-
-def who(backend: str, stage: Stage) -> str:
-    """Whose words these are: the parser's or the builder's (onnxruntime's session creation is both)."""
-    return "onnxruntime says" if backend == "onnxruntime" else WHO[stage]
 
 
 def add_parser(sub):
@@ -121,7 +114,7 @@ def _message_lines(r, indent: str) -> list[str]:
         head = f"{indent}{m.level} [{m.stage.value}]" + (f" {m.code}" if m.code else "")
         lines.append(head + ":")
         if m.words:
-            lines += _said(who(r.backend, m.stage), m.words, m.words_from, indent + "  ")
+            lines += _said(speaker(r.backend, m.stage), m.words, m.words_from, indent + "  ")
         if m.explanation:
             lines.append(f"{indent}  why: {m.explanation}")
     return lines
@@ -144,23 +137,21 @@ def verdict_lines(
     """Every rejected node (and unknown ones: they decide 'cannot confirm'), grouped by what was said, with the
     backend's words and our explanation apart. Shared by `check` and `fix`."""
     lines = _message_lines(r, indent)
-    groups = defaultdict(list)
-    for v in r.verdicts:
-        if v.status is not Status.SUPPORTED:
-            groups[(v.status, v.stage, v.code, v.words, v.words_from, v.explanation)].append(v)
-    for (status, stage, code, words, words_from, explanation), vs in groups.items():
-        tag = "rejected" if status is Status.REJECTED else "cannot confirm"
-        lines.append(f"{indent}{tag} at {stage.value}" + (f" {code}" if code else "") + ":")
-        if words:
-            lines += _said(who(r.backend, stage), words, words_from, indent + "  ")
-        if explanation:
-            lines.append(f"{indent}  why: {explanation}")
-        for v in vs:
+    for g in r.groups():
+        tag = "rejected" if g.status is Status.REJECTED else "cannot confirm"
+        lines.append(f"{indent}{tag} at {g.stage.value}" + (f" {g.code}" if g.code else "") + ":")
+        if g.words:
+            lines += _said(speaker(r.backend, g.stage), g.words, g.words_from, indent + "  ")
+        if g.explanation:
+            lines.append(f"{indent}  why: {g.explanation}")
+        shared = g.evidence() if len(g.verdicts) > 1 else None  # said once for the group, not on every node
+        if shared:
+            lines.append(f"{indent}  evidence: {shared.source}: {shared.detail}")
+        for v in g.verdicts:
             fix = (suggestions or {}).get((r.backend, v.node))
             fix_text = f"   fix: {', '.join(fix)}" if fix else ""
-            lines.append(
-                f"{indent}  - {v.op_type} '{v.node}' [{v.evidence.source}: {v.evidence.detail}]{fix_text}"
-            )
+            evidence = "" if shared else f" [{v.evidence.source}: {v.evidence.detail}]"
+            lines.append(f"{indent}  - {v.op_type} '{v.node}'{evidence}{fix_text}")
     if show_all:
         for v in r.verdicts:
             if v.status is Status.SUPPORTED:

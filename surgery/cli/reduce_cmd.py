@@ -47,7 +47,8 @@ def add_parser(sub):
 
 def run(args) -> int:
     from surgery.backends import UnknownBackend
-    from surgery.cli.check_cmd import _said, who
+    from surgery.backends.base import speaker
+    from surgery.cli.check_cmd import _said
     from surgery.model import dumps, load_model
     from surgery.reduce import NothingToReduce, ReduceError, reduce_model
 
@@ -86,7 +87,7 @@ def run(args) -> int:
     print(f"target: {result.label} [{result.target}]")
     print(f"refusal kept: {f.where()}, rejected at {f.stage} {f.code}:")
     if f.words:
-        print("\n".join(_said(who(result.target, Stage(f.stage)), f.words, f.words_from, "  ")))
+        print("\n".join(_said(speaker(result.target, Stage(f.stage)), f.words, f.words_from, "  ")))
     if f.explanation:
         print(f"  why: {f.explanation}")
     print(
