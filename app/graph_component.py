@@ -41,8 +41,9 @@ CSS = """
 .graph-tooltip { position: absolute; display: none; z-index: 5; max-width: 560px; padding: 6px 9px;
   background: #1d2733f2; color: #f4f6f8; border-radius: 5px; font: 12px/1.45 ui-monospace, monospace;
   white-space: pre-wrap; word-break: break-all; pointer-events: none; box-shadow: 0 2px 8px #0003; }
-.graph-hint { position: absolute; left: 8px; bottom: 6px; font: 11px sans-serif; color: #8a95a1;
-  pointer-events: none; }
+.graph-hint { position: absolute; left: 8px; bottom: 6px; font: 11px sans-serif; color: #6b7785;
+  pointer-events: none; background: #fbfcfdea; padding: 1px 5px; border-radius: 3px; transition: opacity 0.4s; }
+.graph-root.graph-used .graph-hint { opacity: 0; }
 """
 
 

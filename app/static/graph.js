@@ -188,15 +188,12 @@ function drawEdges(st, ctx) {
   ctx.fillStyle = '#8f9aa6';
   ctx.beginPath();
   const heads = [];
-  const labels = [];
-  const seen = new Set();
   const showLabels = st.data.shapes && scale * 10 >= 7;
   for (const e of st.edges) {
     if (e.box[2] < a.x || e.box[0] > b.x || e.box[3] < a.y || e.box[1] > b.y) continue;
     if (sel.has(e.from) || sel.has(e.to)) { hot.push(e); continue; }
     path(ctx, e);
     heads.push(e);
-    if (showLabels && e.label && !seen.has(e.from + '|' + e.label)) { seen.add(e.from + '|' + e.label); labels.push(e); }
   }
   ctx.stroke();
   for (const e of heads) arrow(ctx, e, scale);
@@ -205,24 +202,114 @@ function drawEdges(st, ctx) {
     ctx.beginPath();
     for (const e of hot) path(ctx, e);
     ctx.stroke();
-    for (const e of hot) {
-      arrow(ctx, e, scale);
-      if (showLabels && e.label && !seen.has(e.from + '|' + e.label)) { seen.add(e.from + '|' + e.label); labels.push(e); }
-    }
+    for (const e of hot) arrow(ctx, e, scale);
   }
-  if (labels.length) {
-    ctx.font = '10px arial';
+  if (showLabels) {
+    ctx.font = LABEL_FONT;
     ctx.textBaseline = 'top';
-    for (const e of labels) {
-      const x = e.pts[0] + 4, y = e.pts[1] + 3;
-      const w = ctx.measureText(e.label).width;
+    if (!st.labelSpots) st.labelSpots = placeLabels(st, ctx);
+    for (const l of st.labelSpots) {
+      if (l.x + l.w < a.x || l.x > b.x || l.y + LABEL_H < a.y || l.y > b.y) continue;
       ctx.fillStyle = 'rgba(251,252,253,0.85)';
-      ctx.fillRect(x - 1, y - 1, w + 2, 12);
+      ctx.fillRect(l.x - 1, l.y - 1, l.w + 2, LABEL_H);
       ctx.fillStyle = '#55606c';
-      ctx.fillText(e.label, x, y);
+      ctx.fillText(l.text, l.x, l.y);
     }
   }
   ctx.restore();
+}
+
+const LABEL_FONT = '10px arial', LABEL_H = 12, LABEL_CELL = 64;
+
+function placeLabels(st, ctx) {
+  // Where each tensor's shape label goes, once per layout (canvas units: the same at every zoom). A label
+  // starts beside its edge just below the producer; where that place is taken (another label, a node: a
+  // fan-out's edges all leave from one point) it moves along its edge, or to the edge's other side; a label
+  // with no free place within reach is left out (the hover tooltip has every shape).
+  const taken = new Map();  // grid cell -> rectangles in it
+  const cells = (r, fn) => {
+    for (let cx = Math.floor(r[0] / LABEL_CELL); cx <= Math.floor(r[2] / LABEL_CELL); cx++) {
+      for (let cy = Math.floor(r[1] / LABEL_CELL); cy <= Math.floor(r[3] / LABEL_CELL); cy++) {
+        if (fn(cx + ',' + cy)) return true;
+      }
+    }
+    return false;
+  };
+  const overlaps = (r) => cells(r, (k) => (taken.get(k) || []).some(
+    (q) => r[0] < q[2] && q[0] < r[2] && r[1] < q[3] && q[1] < r[3]));
+  const take = (r) => cells(r, (k) => { (taken.get(k) || taken.set(k, []).get(k)).push(r); });
+  for (const n of st.data.nodes) take([n.x - n.w / 2 - 1, n.y - n.h / 2 - 1, n.x + n.w / 2 + 1, n.y + n.h / 2 + 1]);
+  const byTensor = new Map();  // one label per tensor: the edges to its consumers share their first stretch
+  for (const e of st.edges) {
+    if (!e.label) continue;
+    const k = e.from + '|' + e.label;
+    (byTensor.get(k) || byTensor.set(k, []).get(k)).push(e);
+  }
+  const spots = [];
+  const tensors = [...byTensor.values()].sort((p, q) => p[0].pts[1] - q[0].pts[1] || p[0].pts[0] - q[0].pts[0]);
+  for (const edges of tensors) {
+    const w = ctx.measureText(edges[0].label).width;
+    const spot = firstFree(edges, w, overlaps);
+    if (!spot) continue;
+    take([spot.x - 1, spot.y - 1, spot.x + w + 1, spot.y + LABEL_H - 1]);
+    spots.push({ x: spot.x, y: spot.y, w, text: edges[0].label });
+  }
+  return spots;
+}
+
+function firstFree(edges, w, overlaps) {
+  // the first place beside one of `edges`, walking down from its start in 10-unit steps (at most 160)
+  for (let d = 0; d <= 160; d += 10) {
+    for (const e of edges) {
+      const p = pointAlong(e, d);
+      if (!p) continue;
+      for (const x of [p.x + 4, p.x - 4 - w]) {
+        const y = p.y + 3;
+        if (!overlaps([x - 1, y - 1, x + w + 1, y + LABEL_H - 1])) return { x, y };
+      }
+    }
+  }
+  return null;
+}
+
+function pointAlong(e, d) {
+  // the point `d` canvas units along the edge's route from its start (null past its last 16 units)
+  if (!e.line) e.line = polyline(e);
+  const q = e.line;
+  let left = d;
+  for (let i = 2; i < q.length; i += 2) {
+    const len = Math.hypot(q[i] - q[i - 2], q[i + 1] - q[i - 1]);
+    if (left <= len) {
+      const rest = len - left + lengthFrom(q, i);
+      if (rest < 16) return null;
+      const t = len ? left / len : 0;
+      return { x: q[i - 2] + (q[i] - q[i - 2]) * t, y: q[i - 1] + (q[i + 1] - q[i - 1]) * t };
+    }
+    left -= len;
+  }
+  return null;
+}
+
+function lengthFrom(q, i) {
+  let len = 0;
+  for (let j = i + 2; j < q.length; j += 2) len += Math.hypot(q[j] - q[j - 2], q[j + 1] - q[j - 1]);
+  return len;
+}
+
+function polyline(e) {
+  // the route as straight pieces: a curved route's Bézier segments sampled at 8 points each
+  const p = e.pts;
+  if (!e.curved) return p;
+  const out = [p[0], p[1]];
+  for (let i = 2; i + 5 < p.length; i += 6) {
+    const x0 = out[out.length - 2], y0 = out[out.length - 1];
+    for (let k = 1; k <= 8; k++) {
+      const t = k / 8, u = 1 - t;
+      out.push(u * u * u * x0 + 3 * u * u * t * p[i] + 3 * u * t * t * p[i + 2] + t * t * t * p[i + 4],
+               u * u * u * y0 + 3 * u * u * t * p[i + 1] + 3 * u * t * t * p[i + 3] + t * t * t * p[i + 5]);
+    }
+  }
+  return out;
 }
 
 function path(ctx, e) {
@@ -416,6 +503,8 @@ function tools(st) {
 }
 
 function wheelAndKeys(st) {
+  // the keys' hint (bottom left) goes once the graph has been used: it covers part of the drawing
+  for (const type of ['wheel', 'pointerdown', 'keydown']) listen(st, st.root, type, () => st.root.classList.add('graph-used'));
   listen(st, st.root, 'wheel', (ev) => {
     if (!st.el.contains(ev.target)) return;
     ev.preventDefault();
