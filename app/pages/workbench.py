@@ -33,8 +33,8 @@ from surgery.view import (  # noqa: E402
 STYLE = """<style>
 .wb-title { font-size: 1.15rem; margin: -0.4rem 0 -0.2rem 0; }
 .wb-title span { font-size: 0.8rem; color: #6b7785; margin-left: 0.4rem; }
-.wb-legend { font-size: 0.82rem; color: #55606c; text-align: right; white-space: nowrap; overflow: hidden;
-  text-overflow: ellipsis; }
+.wb-legend { font-size: 0.82rem; color: #55606c; text-align: right; }
+.wb-key { white-space: nowrap; }
 </style>"""
 
 st.markdown(STYLE, unsafe_allow_html=True)
@@ -173,8 +173,9 @@ with head:
             side_by_side = False
     counts = view.counts()
     legend = " &nbsp; ".join(
-        f"<span style='color:{COLORS[name]};font-size:1.15em'>■</span> {name}"
+        f"<span class='wb-key'><span style='color:{COLORS[name]};font-size:1.15em'>■</span> {name}"
         + (f" ({counts[name]})" if counts.get(name) else "")
+        + "</span>"
         for name, _ in LEGEND
     )
     scopes = s.get("scopes") or []
@@ -198,7 +199,9 @@ with head:
                 disabled=depth == len(scopes),
                 help=scope_label(sc),
             )
-    info = st.columns([3, 2], vertical_alignment="center")
+    # the view's note (what is drawn, when not the whole graph) and the colours' legend; the legend takes the
+    # whole row when there is no note, and wraps rather than cut a colour's name
+    info = st.columns([3, 2], vertical_alignment="center") if view.note else [st, st]
     if view.note:
         info[0].caption(md_escape(view.note))
     info[1].markdown(f"<div class='wb-legend'>{legend}</div>", unsafe_allow_html=True)
