@@ -503,8 +503,11 @@ function tools(st) {
 }
 
 function wheelAndKeys(st) {
-  // the keys' hint (bottom left) goes once the graph has been used: it covers part of the drawing
-  for (const type of ['wheel', 'pointerdown', 'keydown']) listen(st, st.root, type, () => st.root.classList.add('graph-used'));
+  // the keys' hint (bottom left) goes once the graph has been used on this page (it covers part of the drawing),
+  // and stays gone when the component is drawn again
+  const used = () => { globalThis.__onnxSurgeryGraphUsed = true; st.root.classList.add('graph-used'); };
+  if (globalThis.__onnxSurgeryGraphUsed) used();
+  for (const type of ['wheel', 'pointerdown', 'keydown']) listen(st, st.root, type, used);
   listen(st, st.root, 'wheel', (ev) => {
     if (!st.el.contains(ev.target)) return;
     ev.preventDefault();
