@@ -843,7 +843,7 @@ class TensorRTStaticBackend:
                 Message(
                     "warning",
                     words=words,
-                    explanation=f"{node.op_type} '{key}' at build: {explanation} (check with --depth build)",
+                    explanation=f"{node.op_type} '{key}': {explanation} (check with --depth build)",
                     code=p.check.code,
                     stage=Stage.BUILD,
                     words_from=source,
