@@ -456,10 +456,15 @@ def walking() -> str | None:
 
 
 @st.cache_resource(show_spinner=False, max_entries=64)  # not cache_data: unpickling 100k verdicts per rerun
-def _check(fp: str, target: str, _model, _base_dir, depth: str | None = None):
+def _check(fp: str, target: str, _model, _base_dir, depth: str | None = None, _path: str | None = None):
+    """`_path`: the file `_model` was read from, unedited (a worker checking a heavy model reads it there: no
+    copy of it in the server)."""
     from surgery.diagnose import check_one
 
-    return check_one(_model, target, _base_dir, fp=fp, depth=depth, in_worker=_heavy(_model))
+    heavy = _heavy()
+    return check_one(
+        _model, target, _base_dir, fp=fp, depth=depth, in_worker=heavy, path=_path if heavy else None
+    )
 
 
 # A check that reads every weight (onnxruntime's session) runs in a worker process for a model with more weights
@@ -469,10 +474,13 @@ def _check(fp: str, target: str, _model, _base_dir, depth: str | None = None):
 CHECK_IN_WORKER_OVER = 64 * 2**20  # bytes of weights, in the file and in external files
 
 
-def _heavy(model) -> bool:
+def _heavy() -> bool:
+    """Whether the workspace's model has more weights than CHECK_IN_WORKER_OVER: the size of the file it was read
+    from and its external data (an edit rarely changes the weights' volume; `model.ByteSize()` would serialize
+    the whole model, weights included, on every check)."""
     ws = workspace()
     external = ws.original.external_bytes if ws.original.base_dir is not None else 0
-    return model.ByteSize() + external > CHECK_IN_WORKER_OVER
+    return ws.original.file_bytes + external > CHECK_IN_WORKER_OVER
 
 
 DEPTHS = {"each target's default": None, "parse": "parse", "build": "build"}
@@ -504,10 +512,10 @@ def reports(targets: list[str] | None = None):
         return []
     ws = workspace()
     fp = version()
-    out = []
+    out, path = [], _unedited_path()
     for t in targets if targets is not None else state().targets:
         try:
-            out.append(_check(fp, t, ws.current, ws.original.base_dir, depth()))
+            out.append(_check(fp, t, ws.current, ws.original.base_dir, depth(), path))
         except Exception as exc:  # an unknown target or a backend that cannot load: say so, keep going
             from surgery.backends.base import Message, Report, error_line
 

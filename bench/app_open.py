@@ -9,12 +9,14 @@ downloaded) at 1600×1000.
   right after the drawing, once more (another node) with the page idle, 3 s after Focus was turned off;
 - the server's peak memory (VmHWM of the streamlit process) when the graph is drawn and after the checks, against
   the weights' size, for a model whose weights are in an external file (opening reads no weights; onnxruntime's
-  check creates a session, which does: the app runs it in a worker process, whose peak is the last column).
+  check creates a session, which does: the app runs it in a worker process, whose peak is the last column), and
+  for one whose weights are in the model file itself (the server holds the parsed model; the worker reads the
+  file, so no copy of it is made in the server).
 
 The machine's load average is printed with the figures: on a shared 2-core machine a busy neighbour doubles them.
 Each model is opened `--repeat` times (a new server each time); the table gives the median and the range.
 
-    python bench/app_open.py [--sizes 10000 100000] [--external-gib 2] [--repeat 3]
+    python bench/app_open.py [--sizes 10000 100000] [--external-gib 2] [--embedded-gib 0.5] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -96,6 +98,21 @@ def external_model(folder: Path, gib: float):
     path = folder / "external.onnx"
     onnx.save(model, path)
     return path, offset
+
+
+def embedded_model(folder: Path, gib: float):
+    """The same 11 nodes with their weights, `gib` GiB in all, in the model file itself (under protobuf's 2 GiB)."""
+    import onnx
+
+    sub = folder / "embedded"
+    sub.mkdir(exist_ok=True)
+    external, size = external_model(sub, gib)
+    model = onnx.load(external)  # the weights read in
+    path = folder / "embedded.onnx"
+    onnx.save(model, path)
+    for f in sub.iterdir():
+        f.unlink()
+    return path, size
 
 
 # The page's own clock: the time of the first frame with the graph drawn, in ms from the page request
@@ -192,6 +209,7 @@ def main() -> None:
         "--sizes", type=int, nargs="*", default=[40, 10000, 100000], help="40: the floor (page + first run)"
     )
     ap.add_argument("--external-gib", type=float, default=2.0, help="0 to skip")
+    ap.add_argument("--embedded-gib", type=float, default=0.5, help="weights in the model file; 0 to skip")
     ap.add_argument("--repeat", type=int, default=3, help="opens of each model (median and range reported)")
     args = ap.parse_args()
     print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
@@ -218,6 +236,10 @@ def main() -> None:
             path, size = external_model(Path(tmp), args.external_gib)
             runs = repeated(args.repeat, open_and_time, browser, path, None)
             rows.append(("11 nodes + external weights", *runs, f"{size / 1024**3:.2f} GiB of weights"))
+        if args.embedded_gib:
+            path, size = embedded_model(Path(tmp), args.embedded_gib)
+            runs = repeated(args.repeat, open_and_time, browser, path, None)
+            rows.append(("11 nodes, weights in the file", *runs, f"{size / 1024**3:.2f} GiB of weights"))
         browser.close()
     print(f"load average after: {os.getloadavg()[0]:.1f}")
     print(

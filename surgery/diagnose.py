@@ -40,12 +40,14 @@ _LOCK = threading.Lock()
 WORKER_TIMEOUT_S = 1800.0
 
 
-def _check_in_worker(model: ModelProto, target: str, base_dir: str | None, depth: Stage) -> Report:
+def _check_in_worker(
+    model: ModelProto, target: str, base_dir: str | None, depth: Stage, path: str | None = None
+) -> Report:
     from surgery.backends.isolate import BACKGROUND_NICE, call_isolated
 
     return call_isolated(
         "surgery.diagnose:checked_here",
-        model.SerializeToString(),
+        path or model.SerializeToString(),
         target,
         base_dir,
         depth.value,
@@ -54,11 +56,13 @@ def _check_in_worker(model: ModelProto, target: str, base_dir: str | None, depth
     )
 
 
-def checked_here(data: bytes, target: str, base_dir: str | None, depth: str) -> Report:
-    """The worker's side of `check_one(in_worker=True)`."""
-    from surgery.model import parse_model_bytes
+def checked_here(source: bytes | str, target: str, base_dir: str | None, depth: str) -> Report:
+    """The worker's side of `check_one(in_worker=True)`: the model's serialization, or the path of the file it was
+    read from unedited (read here: the server copies nothing)."""
+    from surgery.model import load_model, parse_model_bytes
 
-    return get_backend(target).check(parse_model_bytes(data), base_dir, depth=Stage(depth))
+    model = load_model(source).proto if isinstance(source, str) else parse_model_bytes(source)
+    return get_backend(target).check(model, base_dir, depth=Stage(depth))
 
 
 def _unavailable_report(target: str, label: str, version: str, reason: str) -> Report:
@@ -145,13 +149,16 @@ def check_one(
     depth: Stage | str | None = None,
     options: dict | None = None,
     in_worker: bool = False,
+    path: str | None = None,
 ) -> Report:
     """One target's report on `model` (cached), checked to `depth` (default: the backend's own). Raises
     UnknownBackend for a target id that does not exist.
 
     `in_worker` (a server): a backend whose check reads every weight (`reads_weights`) checks in a worker process
     of low CPU priority, given the model's serialization (weights in external files stay references to them):
-    the server never holds the weights, and on a busy machine the page's drawing comes before the check."""
+    the server never holds the weights, and on a busy machine the page's drawing comes before the check. `path`:
+    the file `model` was read from, unedited: the worker reads it there (a model whose weights are in the file
+    itself is not serialized again in the server, a copy as big as the weights)."""
     backend = get_backend(target)
     depth = Stage(depth) if depth else Stage(getattr(backend, "default_depth", Stage.PARSE))
     key = (
@@ -171,7 +178,7 @@ def check_one(
     base = None if base_dir is None else str(base_dir)
     try:
         if in_worker and getattr(backend, "reads_weights", False):
-            report = _check_in_worker(model, backend.id, base, depth)
+            report = _check_in_worker(model, backend.id, base, depth, path)
         else:
             report = backend.check(model, base, depth=depth)
         report.depth = depth

@@ -183,8 +183,27 @@ class TensorTable(Mapping):
 
 
 FACTS_CACHED = 4  # model versions whose facts are kept (the workspace's current one, the one before, ...)
-_FACTS: OrderedDict[int, tuple[ModelProto, int, GraphFacts]] = OrderedDict()
+_FACTS: OrderedDict[int, tuple[ModelProto, tuple, GraphFacts]] = OrderedDict()
 _FACTS_LOCK = threading.Lock()
+
+
+def edit_stamp(model: ModelProto) -> tuple:
+    """What an edit in place changes, read without serializing the model: the counts of its nodes,
+    initializers, inputs, outputs, value infos, functions and opsets, and its last node's op type and outputs.
+    Not `ByteSize()`: with upb it serializes the whole model (a model with 0.5 GiB of weights in the file: 1 s and
+    a transient copy of the weights, on every lookup)."""
+    g = model.graph
+    last = g.node[-1] if len(g.node) else None
+    return (
+        len(g.node),
+        len(g.initializer),
+        len(g.input),
+        len(g.output),
+        len(g.value_info),
+        len(model.functions),
+        len(model.opset_import),
+        None if last is None else (last.op_type, tuple(last.output)),
+    )
 
 
 @dataclass
@@ -230,20 +249,27 @@ class GraphFacts:
     @classmethod
     def of(cls, model: ModelProto, *, infer: bool = True) -> GraphFacts:
         """The facts of `model`, computed once per model version: the same ModelProto object asked again (by a
-        backend, the rule engine, the view) gets the same facts while its size is unchanged. Models are values
-        here (fix primitives copy them); a caller that edits one in place is noticed by its size, and can pass
-        a copy to be sure. Callers must not change the facts they get."""
+        backend, the rule engine, the view) gets the same facts while its `edit_stamp` is unchanged. Models are
+        values here (fix primitives copy them); a caller that edits one in place after asking for its facts
+        calls `GraphFacts.forget(model)` (an edit that keeps every count is not noticed otherwise), or passes a
+        copy. Callers must not change the facts they get."""
         if not infer:
             return cls._build(model, infer)
-        size = model.ByteSize()
+        stamp = edit_stamp(model)
         with _FACTS_LOCK:
             hit = _FACTS.get(id(model))
-            if hit is not None and hit[0] is model and hit[1] == size:
+            if hit is not None and hit[0] is model and hit[1] == stamp:
                 _FACTS.move_to_end(id(model))
                 return hit[2]
         facts = cls._build(model, infer)
-        _remember(model, size, facts)
+        _remember(model, stamp, facts)
         return facts
+
+    @staticmethod
+    def forget(model: ModelProto) -> None:
+        """Drop the facts kept for `model`: it was edited in place after they were computed."""
+        with _FACTS_LOCK:
+            _FACTS.pop(id(model), None)
 
     @classmethod
     def _build(cls, model: ModelProto, infer: bool) -> GraphFacts:
@@ -728,13 +754,13 @@ def infer_in_worker(facts: GraphFacts, timeout: float = 600.0, path: str | None 
         inferred = facts.with_shapes(onnx.GraphProto.FromString(data), error)
     except BackendCrash as exc:
         inferred = facts.with_shapes(facts.model.graph, f"shape inference failed: {exc}")
-    _remember(facts.model, facts.model.ByteSize(), inferred)
+    _remember(facts.model, edit_stamp(facts.model), inferred)
     return inferred
 
 
-def _remember(model: ModelProto, size: int, facts: GraphFacts) -> None:
+def _remember(model: ModelProto, stamp: tuple, facts: GraphFacts) -> None:
     with _FACTS_LOCK:  # the app infers in a thread of its own
-        _FACTS[id(model)] = (model, size, facts)
+        _FACTS[id(model)] = (model, stamp, facts)
         while len(_FACTS) > FACTS_CACHED:
             _FACTS.popitem(last=False)
 

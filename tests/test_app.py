@@ -176,11 +176,23 @@ def test_a_model_with_heavy_weights_is_checked_by_onnxruntime_in_a_worker(tmp_pa
         raise AssertionError("checked in the server")
 
     monkeypatch.setattr(OnnxRuntimeBackend, "check", not_here)
+    from surgery.backends import isolate
+
+    sent, real = [], isolate.call_isolated
+
+    def recorded(target, source, *args, **kwargs):
+        if target == "surgery.diagnose:checked_here":
+            sent.append(source)
+        return real(target, source, *args, **kwargs)
+
+    monkeypatch.setattr(isolate, "call_isolated", recorded)
     at = run_page(targets=["onnxruntime"])
     assert at.session_state["model_name"] == "heavy.onnx"
     assert any("onnxruntime" in e.value and "rejects 1 of 12 node(s)" in e.value for e in at.error), [
         e.value for e in at.error
     ]
+    # the file as it was read: the worker reads it, the server sends no copy of the model
+    assert sent == [str(path.resolve())]
 
 
 def test_in_a_browser_the_checks_wait_for_the_drawing_or_a_few_seconds(tmp_path, monkeypatch):

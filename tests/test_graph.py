@@ -413,3 +413,21 @@ def test_worker_inference_of_inconsistent_and_nested_models_equals_inference_her
         here, there = GraphFacts._build(model, True), infer_in_worker(GraphFacts.of(model, infer=False))
         assert list(there.tensors.items()) == list(here.tensors.items())
         assert there.shape_inference_error == here.shape_inference_error
+
+
+def test_facts_are_kept_per_model_object_until_an_edit_changes_its_stamp_or_they_are_forgotten():
+    from surgery.graph import edit_stamp
+
+    model = build("resize_scales_chain")
+    first = GraphFacts.of(model)
+    assert GraphFacts.of(model) is first  # asked again: the same facts, the model not serialized to know it
+    before = edit_stamp(model)
+    relu = next(n for n in model.graph.node if n.op_type == "Relu")
+    model.graph.node.append(helper.make_node("Relu", [relu.output[0]], ["again"], name="again"))
+    assert edit_stamp(model) != before
+    second = GraphFacts.of(model)  # a node more: noticed
+    assert second is not first and "again" in second.index
+    model.graph.node[0].op_type = "Identity"  # an edit no count shows is said by the one who made it
+    GraphFacts.forget(model)
+    third = GraphFacts.of(model)
+    assert third is not second and third.ops[0] == "Identity"

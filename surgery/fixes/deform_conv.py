@@ -198,6 +198,7 @@ def deform_conv(model: ModelProto, node: str, form: str = "plugin", version: str
         replace_node(out.graph, i, [new])
         _drop_unread_constants(out)
         _drop_unused_domain(out, domain)
+        GraphFacts.forget(out)  # its facts were asked for above, before this edit
         return out
     p = d["pads"]
     if len(p) != 4 or p[0] != p[2] or p[1] != p[3]:
@@ -227,6 +228,7 @@ def deform_conv(model: ModelProto, node: str, form: str = "plugin", version: str
     out.graph.initializer.extend(inits)
     _drop_unread_constants(out)
     _drop_unused_domain(out, domain)
+    GraphFacts.forget(out)  # its facts were asked for above, before this edit
     return out
 
 
