@@ -9,7 +9,6 @@ import re
 import streamlit as st
 
 from surgery.backends.base import (
-    SPEAKER,
     Message,
     Outcome,
     Report,
@@ -40,7 +39,8 @@ def words_block(who: str, words: str, words_from: str) -> None:
     st.code(words, language=None, wrap_lines=True)
 
 
-def show_verdict(v: Verdict, label: str) -> None:
+def show_verdict(v: Verdict, label: str, backend: str = "") -> None:
+    """A node's verdict from one report (`backend`: its id, which says whose words they are)."""
     icon = {"supported": ":material/check_circle:", "rejected": ":material/block:"}.get(
         v.status.value, ":material/help:"
     )
@@ -49,16 +49,16 @@ def show_verdict(v: Verdict, label: str) -> None:
     stage = f" at {v.stage.value}" if v.status.value != "supported" else ""
     st.markdown(f"{icon} **{md_escape(label)}**: {status}{stage}{code}")
     if v.words:
-        words_block(SPEAKER[v.stage], v.words, v.words_from)
+        words_block(speaker(backend, v.stage), v.words, v.words_from)
     if v.explanation:
         st.markdown(f"**Why** (our explanation): {md_escape(v.explanation)}")
     st.caption(f"evidence: {md_escape(v.evidence.source)} — {md_escape(v.evidence.detail)}")
 
 
-def show_message(m: Message) -> None:
+def show_message(m: Message, backend: str = "") -> None:
     """A model-level message: the backend's words verbatim, our explanation apart."""
     if m.words:
-        words_block(SPEAKER[m.stage], m.words, m.words_from)
+        words_block(speaker(backend, m.stage), m.words, m.words_from)
     if m.explanation:
         st.caption(f"{m.level} at {m.stage.value}: {md_escape(m.explanation)}")
 
@@ -95,4 +95,4 @@ def show_report_banner(r: Report) -> None:
         st.caption(f"… and {len(shown) - 3} more (the inspector has each node's verdict)")
     for m in r.messages:
         if m.level != "info" or outcome is Outcome.UNAVAILABLE:
-            show_message(m)
+            show_message(m, r.backend)

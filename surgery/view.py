@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from onnx import ModelProto
 
-from surgery.backends.base import SPEAKER, Status, Verdict, said_line
+from surgery.backends.base import Status, Verdict, said_line, speaker
 from surgery.graph import GraphFacts, TensorInfo, all_inputs
 from surgery.layout import layered
 from surgery.model import gc_paused
@@ -545,14 +545,18 @@ def node_info(facts: GraphFacts, i: int) -> str:
     return "\n".join(lines)
 
 
-def verdict_line(label: str, v: Verdict | None) -> str:
-    """One report's verdict on a node in one line: the backend's words as its words, else our explanation."""
+def verdict_line(label: str, v: Verdict | None, backend: str = "") -> str:
+    """One report's verdict on a node in one line: the backend's words quoted, our explanation after `why:`
+    (`backend`: the report's backend id, which says whose words they are)."""
     if v is None:
         return f"{label}: no verdict"
     status = "cannot confirm" if v.status == Status.UNKNOWN else v.status.value
     at = f" at {v.stage.value}" if v.status != Status.SUPPORTED else ""
     said = said_line(
-        SPEAKER[v.stage], v.words, v.explanation if v.status != Status.SUPPORTED else "", v.words_from
+        speaker(backend, v.stage),
+        v.words,
+        v.explanation if v.status != Status.SUPPORTED else "",
+        v.words_from,
     )
     return f"{label}: {status}{at}" + (f" — {said}" if said else "")
 
@@ -849,7 +853,7 @@ def paint(view: View, facts: GraphFacts, verdicts: dict[str, Verdict] | None = N
 
     verdicts = verdicts or {}
     pairs = [(r, r.by_node()) if hasattr(r, "by_node") else r for r in reports]
-    pairs = [(getattr(r, "label", r), by) for r, by in pairs]
+    pairs = [(getattr(r, "label", r), getattr(r, "backend", ""), by) for r, by in pairs]
     out = copy(view)
     out.nodes = []
     first_bad: tuple[int, str] | None = None
@@ -861,7 +865,7 @@ def paint(view: View, facts: GraphFacts, verdicts: dict[str, Verdict] | None = N
             m.color = COLORS[m.status]
             i = facts.index.get(n.ref)
             info = n.info or (node_info(facts, i) if i is not None else n.ref)
-            lines = [verdict_line(label, by.get(n.ref)) for label, by in pairs]
+            lines = [verdict_line(label, by.get(n.ref), backend) for label, backend, by in pairs]
             m.title = "\n".join([info, *lines])
             if m.status == "rejected" and (first_bad is None or n.order < first_bad[0]):
                 first_bad = (n.order, n.id)

@@ -73,3 +73,18 @@ def test_nodes_told_the_same_are_one_group_with_its_evidence_once(two_quantizers
     assert group.words and group.explanation and group.evidence() == group.verdicts[0].evidence
     assert group.nodes() == "DynamicQuantizeLinear ×2 ('dql_a', 'dql_b')"
     assert group.nodes(limit=1) == "DynamicQuantizeLinear ×2 ('dql_a', …)"
+
+
+def test_every_view_names_the_same_speaker():
+    from surgery.backends.base import speaker
+
+    assert speaker("tensorrt-static@10.15", Stage.PARSE) == "parser says"
+    assert speaker("tensorrt", Stage.BUILD) == "builder says"
+    assert speaker("onnxruntime", Stage.BUILD) == "onnxruntime says"  # session creation parses and builds
+    v = Verdict(
+        "n", 0, "Foo", Status.REJECTED, words="Fatal error: Foo", stage=Stage.BUILD, words_from="live"
+    )
+    assert "— onnxruntime says: “Fatal error: Foo”" in verdict_line(
+        "onnxruntime 1.32.0 (CPU)", v, "onnxruntime"
+    )
+    assert "— builder says: “Fatal error: Foo”" in verdict_line("some backend", v)

@@ -31,7 +31,7 @@ def show_walkthrough(name: str) -> None:
     st.markdown(f"**1. Open the broken model** `{name}.onnx` and check it with **{before.label}**.")
     if verdict is not None:
         st.markdown(f"**2. The red node** `{verdict.node}` ({verdict.op_type}):")
-        show_verdict(verdict, before.label)
+        show_verdict(verdict, before.label, before.backend)
     else:
         st.markdown(f"**2. What {md_escape(before.label)} says** ({len(before.rejected)} node(s) rejected):")
         show_report_banner(before)
@@ -83,9 +83,9 @@ for lesson in lessons():
         st.markdown(f"**Fails in** `{lesson.backend}`" + (f" at node `{lesson.node}`" if lesson.node else ""))
         failure = adapter.lesson_failure(lesson.name)
         if isinstance(failure, Verdict):
-            show_verdict(failure, lesson.backend)
+            show_verdict(failure, lesson.backend, lesson.backend)
         elif failure is not None:
-            show_message(failure)
+            show_message(failure, lesson.backend)
         st.markdown(f"**Why.** {md_escape(lesson.why)}")
         st.markdown(f"**Fix.** {md_escape(lesson.fix)}" + (f" Rule: `{lesson.rule}`." if lesson.rule else ""))
         if lesson.rule:

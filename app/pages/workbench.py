@@ -249,7 +249,7 @@ with right:
         for r in reports:
             v = r.by_node().get(key)
             if v is not None:
-                show_verdict(v, r.label)
+                show_verdict(v, r.label, r.backend)
         reduce_button.show(key, reports)  # 'Minimal failing model' where a target rejects the node
 
         st.markdown("**Fixes**")

@@ -132,7 +132,7 @@ SPEAKER = {Stage.PARSE: "parser says", Stage.BUILD: "builder says", Stage.RUN: "
 
 def speaker(backend: str, stage: Stage) -> str:
     """Whose words these are, as every view labels them: the parser's or the builder's (onnxruntime's session
-    creation is both)."""
+    creation is both; "" for a backend not named: by its stage alone)."""
     return "onnxruntime says" if backend.split("@")[0] == "onnxruntime" else SPEAKER[stage]
 
 
