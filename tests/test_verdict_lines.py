@@ -62,6 +62,11 @@ def test_words_and_explanation_share_a_line_told_apart():
     live = said_line("builder says", "Error A\nmore", "", "live")
     assert live == "builder says: “Error A…”"  # this run's words: not marked recorded; more lines: …
     assert said_line("parser says", "", "ours only") == "why: ours only"
+    source = "as written in the parser's source, a.cpp @ 8.2-GA, line 1"
+    assert (
+        said_line("parser says", "Assertion failed: x", "", source)
+        == "parser says (from its source): “Assertion failed: x”"
+    )
 
 
 def test_nodes_told_the_same_are_one_group_with_its_evidence_once(two_quantizers):

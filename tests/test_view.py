@@ -214,8 +214,8 @@ def test_tooltips_name_the_node_its_typed_inputs_and_outputs_and_every_verdict_i
     conv = next(n for n in view.nodes if n.id == "/conv/Conv").title.splitlines()
     assert conv[conv.index("outputs:") + 1].endswith("float [1, 4, 16, 16]")
     trt = next(x for x in lines if x.startswith("TensorRT 8.2 (predicted): "))
-    # the parser's words quoted (recorded: the predictor's are not from this run), then our explanation
-    assert trt.startswith("TensorRT 8.2 (predicted): rejected at parse — parser says (recorded): “")
+    # the parser's words quoted (as written in its source: the predictor's are not from this run), then ours
+    assert trt.startswith("TensorRT 8.2 (predicted): rejected at parse — parser says (from its source): “")
     words, _, why = trt.partition("” — why: ")
     assert "Resize scales must be an initializer!" in words and "is computed by the graph" in why
     assert any(x.startswith("onnxruntime") and ": supported" in x for x in lines)

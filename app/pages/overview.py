@@ -6,7 +6,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # app/: adapter, sidebar, graph_component
 
 
-from collections import Counter, defaultdict  # noqa: E402
+from collections import Counter  # noqa: E402
 
 import adapter  # noqa: E402
 import pandas as pd  # noqa: E402
@@ -14,6 +14,8 @@ import sidebar  # noqa: E402
 import split_view  # noqa: E402
 import streamlit as st  # noqa: E402
 from verdicts import md_escape, show_report_banner, words_block  # noqa: E402
+
+from surgery.backends.base import Status, said_line, speaker  # noqa: E402
 
 sidebar.render()
 
@@ -39,26 +41,44 @@ for r in reports:
     )
 if rows:
     st.dataframe(pd.DataFrame(rows), hide_index=True, key="overview_table")
-    chart = pd.DataFrame({r.label: Counter(v.op_type for v in r.rejected) for r in reports}).fillna(0)
-    if not chart.empty:
+    counts = pd.DataFrame(
+        [
+            {"op type": op, "target": r.label, "rejected nodes": n}
+            for r in reports
+            for op, n in Counter(v.op_type for v in r.rejected).items()
+        ]
+    )
+    if not counts.empty:
+        import altair as alt
+
         st.markdown("**Rejected nodes by op type**")
-        st.bar_chart(chart)
+        # bars across, a bar per target: every op type's name is read whole (st.bar_chart cuts axis labels)
+        bars = (
+            alt.Chart(counts)
+            .mark_bar()
+            .encode(
+                y=alt.Y("op type:N", sort="-x", title=None, axis=alt.Axis(labelLimit=0)),
+                yOffset="target:N",
+                x=alt.X("rejected nodes:Q", axis=alt.Axis(tickMinStep=1)),
+                color=alt.Color("target:N", title=None, legend=alt.Legend(orient="bottom")),
+                tooltip=["op type", "target", "rejected nodes"],
+            )
+            .properties(height=alt.Step(16))  # each bar 16 px high, the chart as tall as its bars
+        )
+        st.altair_chart(bars, width="stretch")
 for r in reports:
     st.subheader(r.label)
     show_report_banner(r)
-    groups = defaultdict(list)
-    for v in r.rejected + r.unknown:
-        groups[(v.status.value, v.stage, v.code, v.words, v.words_from, v.explanation)].append(v)
-    for (status, stage, code, words, words_from, explanation), vs in groups.items():
-        head = "cannot confirm" if status == "unknown" else "rejected"
-        with st.expander(
-            f"{len(vs)} × {head} at {stage.value} {code}: {md_escape((words or explanation)[:120])}"
-        ):
-            if words:
-                words_block(f"{stage.value} stage says", words, words_from)
-            if explanation:
-                st.markdown(f"**Why** (our explanation): {md_escape(explanation)}")
-            for v in vs:
+    for g in r.groups():  # what was said, with the nodes it was said of
+        head = "cannot confirm" if g.status is Status.UNKNOWN else "rejected"
+        said = said_line(speaker(r.backend, g.stage), g.words, g.explanation, g.words_from)
+        said = said if len(said) <= 140 else said[:139] + "…"
+        with st.expander(f"{len(g.verdicts)} × {head} at {g.stage.value} {g.code}: {md_escape(said)}"):
+            if g.words:
+                words_block(speaker(r.backend, g.stage), g.words, g.words_from)
+            if g.explanation:
+                st.markdown(f"**Why** (our explanation): {md_escape(g.explanation)}")
+            for v in g.verdicts:
                 if st.button(f"{v.op_type} {v.node}", key=f"ov-{r.backend}-{v.node}"):
                     adapter.select(v.node)
                     st.switch_page("pages/workbench.py")

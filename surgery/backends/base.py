@@ -138,13 +138,16 @@ def speaker(backend: str, stage: Stage) -> str:
 
 def said_line(who: str, words: str, explanation: str, words_from: str = "") -> str:
     """The backend's words and our explanation in one line, told apart: `who: “telling line”` (… where more was
-    said; "(recorded)" for words not from this run), then `why: …`. Both where both exist: a bare word ("false", a
-    parser's failed condition) says little without the explanation."""
+    said; for words not from this run, "(recorded)" from a real run or "(from its source)" as written in the
+    backend's source), then `why: …`. Both where both exist: a bare word ("false", a parser's failed condition)
+    says little without the explanation."""
     parts = []
     if words:
         more = "…" if len([x for x in words.splitlines() if x.strip()]) > 1 else ""
-        recorded = " (recorded)" if words_from and not is_live(words_from) else ""
-        parts.append(f"{who}{recorded}: “{telling_line(words)}{more}”")
+        origin = ""
+        if words_from and not is_live(words_from):
+            origin = " (from its source)" if words_from.startswith("as written") else " (recorded)"
+        parts.append(f"{who}{origin}: “{telling_line(words)}{more}”")
     if explanation:
         parts.append(f"why: {first_line(explanation)}")
     return " — ".join(parts)
