@@ -461,10 +461,7 @@ def _check(fp: str, target: str, _model, _base_dir, depth: str | None = None, _p
     copy of it in the server)."""
     from surgery.diagnose import check_one
 
-    heavy = _heavy()
-    return check_one(
-        _model, target, _base_dir, fp=fp, depth=depth, in_worker=heavy, path=_path if heavy else None
-    )
+    return check_one(_model, target, _base_dir, fp=fp, depth=depth, in_worker=_heavy(), path=_path)
 
 
 # A check that reads every weight (onnxruntime's session) runs in a worker process for a model with more weights
@@ -512,7 +509,7 @@ def reports(targets: list[str] | None = None):
         return []
     ws = workspace()
     fp = version()
-    out, path = [], _unedited_path()
+    out, path = [], _unedited_path() if _heavy() else None  # the file only matters to a worker's check
     for t in targets if targets is not None else state().targets:
         try:
             out.append(_check(fp, t, ws.current, ws.original.base_dir, depth(), path))

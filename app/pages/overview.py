@@ -15,7 +15,7 @@ import split_view  # noqa: E402
 import streamlit as st  # noqa: E402
 from verdicts import md_escape, show_report_banner, words_block  # noqa: E402
 
-from surgery.backends.base import Status, said_line, speaker  # noqa: E402
+from surgery.backends.base import Status, first_line, said_line, speaker  # noqa: E402
 
 sidebar.render()
 
@@ -71,8 +71,7 @@ for r in reports:
     show_report_banner(r)
     for g in r.groups():  # what was said, with the nodes it was said of
         head = "cannot confirm" if g.status is Status.UNKNOWN else "rejected"
-        said = said_line(speaker(r.backend, g.stage), g.words, g.explanation, g.words_from)
-        said = said if len(said) <= 140 else said[:139] + "…"
+        said = first_line(said_line(speaker(r.backend, g.stage), g.words, g.explanation, g.words_from), 140)
         with st.expander(f"{len(g.verdicts)} × {head} at {g.stage.value} {g.code}: {md_escape(said)}"):
             if g.words:
                 words_block(speaker(r.backend, g.stage), g.words, g.words_from)

@@ -274,26 +274,23 @@ function firstFree(edges, w, overlaps) {
 
 function pointAlong(e, d) {
   // the point `d` canvas units along the edge's route from its start (null past its last 16 units)
-  if (!e.line) e.line = polyline(e);
+  if (!e.line) {
+    e.line = polyline(e);
+    e.length = 0;
+    for (let i = 2; i < e.line.length; i += 2) e.length += Math.hypot(e.line[i] - e.line[i - 2], e.line[i + 1] - e.line[i - 1]);
+  }
+  if (e.length - d < 16) return null;
   const q = e.line;
   let left = d;
   for (let i = 2; i < q.length; i += 2) {
     const len = Math.hypot(q[i] - q[i - 2], q[i + 1] - q[i - 1]);
     if (left <= len) {
-      const rest = len - left + lengthFrom(q, i);
-      if (rest < 16) return null;
       const t = len ? left / len : 0;
       return { x: q[i - 2] + (q[i] - q[i - 2]) * t, y: q[i - 1] + (q[i + 1] - q[i - 1]) * t };
     }
     left -= len;
   }
   return null;
-}
-
-function lengthFrom(q, i) {
-  let len = 0;
-  for (let j = i + 2; j < q.length; j += 2) len += Math.hypot(q[j] - q[j - 2], q[j + 1] - q[j - 1]);
-  return len;
 }
 
 function polyline(e) {
