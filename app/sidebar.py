@@ -1,5 +1,8 @@
 """The sidebar shared by every page: which model, which targets."""
 
+import html
+import re
+
 import adapter
 import streamlit as st
 
@@ -7,7 +10,15 @@ from surgery.samples import SAMPLES, lessons
 
 STYLE = """<style>
 [data-testid="stMainBlockContainer"] { padding-top: 2.2rem; }
+.wb-model { font-size: 0.875rem; color: rgba(49, 51, 63, 0.6); margin-bottom: 1rem; }
 </style>"""
+_BREAKS = re.compile(r"(?<=[_.\-])")
+
+
+def breakable(name: str) -> str:
+    """`name` as HTML that wraps after '_', '.' and '-' (a long file name breaks between its words, not
+    inside one); everything else escaped, '$' included (never the start of Markdown maths)."""
+    return "<wbr>".join(html.escape(part).replace("$", "&#36;") for part in _BREAKS.split(name))
 
 
 def _open_upload() -> None:
@@ -23,7 +34,9 @@ def render() -> None:
     st.markdown(STYLE, unsafe_allow_html=True)
     with st.sidebar:
         st.markdown("### ONNX Surgery")
-        st.caption(f"Model: **{s.model_name}**")
+        st.markdown(
+            f"<div class='wb-model'>Model: <b>{breakable(s.model_name)}</b></div>", unsafe_allow_html=True
+        )
         sample = st.selectbox("Sample model", ["—", *SAMPLES], key="sample_pick")
         if sample != "—" and st.button("Open sample", key="open_sample"):
             adapter.open_sample(sample)

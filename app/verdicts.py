@@ -63,8 +63,9 @@ def show_message(m: Message, backend: str = "") -> None:
         st.caption(f"{m.level} at {m.stage.value}: {md_escape(m.explanation)}")
 
 
-def show_report_banner(r: Report) -> None:
-    """One line per report, the same answer the CLI gives, with the reasons it is not 'accepts'."""
+def show_report_banner(r: Report, reasons: bool = True) -> None:
+    """One line per report, the same answer the CLI gives, with the reasons it is not 'accepts' (unless the
+    page lists them itself: `reasons=False`, the Overview)."""
     outcome = r.outcome
     label = md_escape(r.label)
     depth = f" (checked to {r.depth.value})"
@@ -83,7 +84,7 @@ def show_report_banner(r: Report) -> None:
         st.info(f"**{label}** is not available here.", icon=":material/power_off:")
     # what was said, a line per group of nodes it was said of: the backend's words quoted, our explanation after
     # "why:" (a parser's bare words, "false", say little alone); rejections first, else what cannot be confirmed
-    groups = [] if outcome is Outcome.ACCEPTS else r.groups()
+    groups = [] if outcome is Outcome.ACCEPTS or not reasons else r.groups()
     shown = [g for g in groups if g.status is Status.REJECTED] or groups
     for g in shown[:3]:
         st.caption(

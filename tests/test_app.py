@@ -241,6 +241,8 @@ def test_overview_shows_reasons_and_partitions():
     at.run()
     assert not at.exception
     assert any("Resize scales must be an initializer" in e.label for e in at.expander)
+    # each reason once on the page: in its expander with its nodes, not also under the outcome banner
+    assert not [c.value for c in at.caption if "Resize scales must be an initializer" in c.value]
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["nodes falling back"] == "1"
     assert int(metrics["engines (supported regions)"]) >= 1

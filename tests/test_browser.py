@@ -5,6 +5,7 @@ Resize node rejected, click it, apply the fold, see it supported, undo, redo, do
 import os
 import re
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -183,6 +184,51 @@ def test_a_bad_upload_shows_the_one_line_message(page, tmp_path):
     page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(bad))
     page.get_by_text("broken.onnx: not an ONNX model").first.wait_for(timeout=30_000)
     assert "Traceback" not in page.inner_text("body")
+
+
+def test_a_long_model_name_wraps_between_its_words_and_stays_text(page, tmp_path):
+    """The sidebar names the open model: a long file name wraps after '_', '.' or '-', never inside a word, and
+    a '$' in it is a dollar, not Markdown maths."""
+    from onnx import TensorProto, helper
+
+    name = "a_long_detection_model_$x$_exported-for-the-sidebar_v2.0_op17.onnx"
+    g = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2])],
+    )
+    upload(page, helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / name)
+    shown = page.locator(".wb-model b")
+    assert shown.inner_text().replace("\n", "") == name
+    assert page.locator('[data-testid="stSidebar"] .katex').count() == 0
+    # where each line of the name ends: the character before every wrap
+    before_wraps = shown.evaluate(
+        """(el) => { const text = el.textContent, r = document.createRange(), out = []; let top = null, k = 0;
+        for (const node of el.childNodes) { if (node.nodeType !== 3) continue;
+          for (let i = 0; i < node.length; i++, k++) { r.setStart(node, i); r.setEnd(node, i + 1);
+            const t = Math.round(r.getBoundingClientRect().top);
+            if (top !== null && t > top + 2) out.push(text[k - 1]); top = t; } }
+        return out; }"""
+    )
+    assert before_wraps, "the name fits on one line: the test shows nothing"
+    assert set(before_wraps) <= set("_.-"), before_wraps
+
+
+def test_the_canvas_ends_above_the_window_bottom(page, server):
+    """The canvas takes the page's height below where it starts, and follows when what is above it grows after
+    it was sized (on a fresh page the controls' row grows once the targets are known)."""
+    fresh = page.context.browser.new_page(viewport={"width": 1600, "height": 1000})
+    try:
+        fresh.goto(server)
+        fresh.locator(".graph-canvas[data-drawn]").wait_for(timeout=90_000)
+        settle(fresh)
+        time.sleep(1.2)  # the canvas re-sizes within 0.5 s of a change above it
+        box = fresh.locator(".graph-root").bounding_box()
+        assert box["height"] >= 460
+        assert box["y"] + box["height"] <= 1000, box
+    finally:
+        fresh.close()
 
 
 # -- the graph at real size ----------------------------------------------------------------------------------

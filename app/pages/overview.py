@@ -68,7 +68,7 @@ if rows:
         st.altair_chart(bars, width="stretch")
 for r in reports:
     st.subheader(r.label)
-    show_report_banner(r)
+    show_report_banner(r, reasons=False)  # the outcome; its reasons are the groups below, each with its nodes
     for g in r.groups():  # what was said, with the nodes it was said of
         head = "cannot confirm" if g.status is Status.UNKNOWN else "rejected"
         said = first_line(said_line(speaker(r.backend, g.stage), g.words, g.explanation, g.words_from), 140)

@@ -149,10 +149,14 @@ function fitHeight(st) {
   const size = () => {
     const top = st.root.getBoundingClientRect().top + (scroller ? scroller.scrollTop - scroller.getBoundingClientRect().top : window.scrollY);
     const h = Math.max(460, window.innerHeight - top - 18);
-    st.root.style.height = h + 'px';
+    if (Math.abs(parseFloat(st.root.style.height || '0') - h) > 1) st.root.style.height = h + 'px';
   };
   size();
   listen(st, window, 'resize', size);
+  // what is above the canvas can grow after it is sized (a caption, the legend's counts, a wrapped row): the
+  // canvas would then run past the window's bottom. Checked twice a second (one layout read), no event says so.
+  const timer = setInterval(() => { if (st.root.isConnected) size(); }, 500);
+  st.observers.push({ disconnect: () => clearInterval(timer) });
 }
 
 function scrollParent(node) {
