@@ -20,6 +20,7 @@ from onnx import ModelProto, TensorProto, helper, numpy_helper
 
 from surgery.backends.base import Status
 from surgery.graph import GraphFacts, all_inputs, node_signature
+from surgery.inspect import tensor_nbytes
 from surgery.model import decoded
 
 SMALL_CONSTANT_BYTES = 256  # constants this small are part of the signature by value (Resize scales, TopK K)
@@ -112,7 +113,8 @@ def signature(facts: GraphFacts, index: int) -> tuple:
             const = _const_tensor(facts, x)
             if const is None:
                 value = "?"  # constant but not evaluated here: the probe will see a graph input
-            elif const.data_location != TensorProto.EXTERNAL and const.ByteSize() <= SMALL_CONSTANT_BYTES:
+            # its size from dims and type: ByteSize() serializes the tensor (a big embedded weight, once a probe)
+            elif const.data_location != TensorProto.EXTERNAL and tensor_nbytes(const) <= SMALL_CONSTANT_BYTES:
                 value = hashlib.sha1(const.SerializeToString(deterministic=True)).hexdigest()[:12]
             else:
                 value = (const.data_type, tuple(const.dims), _external_fields(const))
