@@ -215,20 +215,32 @@ def test_a_long_model_name_wraps_between_its_words_and_stays_text(page, tmp_path
     assert set(before_wraps) <= set("_.-"), before_wraps
 
 
-def test_the_canvas_ends_above_the_window_bottom(page, server):
+def test_the_canvas_ends_above_the_window_bottom_and_keeps_its_zoom(page, tmp_path):
     """The canvas takes the page's height below where it starts, and follows when what is above it grows after
-    it was sized (on a fresh page the controls' row grows once the targets are known)."""
-    fresh = page.context.browser.new_page(viewport={"width": 1600, "height": 1000})
+    it was sized (a caption, a wrapped row): it ends above the window's bottom, with the zoom it had (vis-network
+    scales the view with the canvas's size; the first view's readable labels would shrink) and the zoom shown
+    the zoom drawn."""
+    upload(page, generated(150), tmp_path / "bottom600.onnx")
+    page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollTo(0, 0)")
+    scale = page.evaluate("() => globalThis.__onnxSurgeryNetwork.getScale()")
+    assert scale >= 1.0, scale
+    page.evaluate(
+        """() => { const host = document.querySelector('.st-key-graph');
+        const grown = document.createElement('div'); grown.id = 'grown-above'; grown.style.height = '150px';
+        host.parentNode.insertBefore(grown, host); }"""
+    )
     try:
-        fresh.goto(server)
-        fresh.locator(".graph-canvas[data-drawn]").wait_for(timeout=90_000)
-        settle(fresh)
         time.sleep(1.2)  # the canvas re-sizes within 0.5 s of a change above it
-        box = fresh.locator(".graph-root").bounding_box()
+        box = page.locator(".graph-root").bounding_box()
         assert box["height"] >= 460
         assert box["y"] + box["height"] <= 1000, box
+        now = page.evaluate("() => globalThis.__onnxSurgeryNetwork.getScale()")
+        assert now == pytest.approx(scale, abs=1e-3)
+        assert float(page.locator(".graph-canvas").get_attribute("data-scale")) == pytest.approx(
+            now, abs=1e-3
+        )
     finally:
-        fresh.close()
+        page.evaluate("() => document.getElementById('grown-above').remove()")
 
 
 # -- the graph at real size ----------------------------------------------------------------------------------

@@ -148,8 +148,17 @@ function fitHeight(st) {
   const scroller = scrollParent(st.root);
   const size = () => {
     const top = st.root.getBoundingClientRect().top + (scroller ? scroller.scrollTop - scroller.getBoundingClientRect().top : window.scrollY);
-    const h = Math.max(460, window.innerHeight - top - 18);
-    if (Math.abs(parseFloat(st.root.style.height || '0') - h) > 1) st.root.style.height = h + 'px';
+    const h = Math.max(460, window.innerHeight - top - 18), was = parseFloat(st.root.style.height || '0');
+    if (Math.abs(was - h) <= 1) return;
+    // vis-network rescales the view by the canvas's change in size: keep the zoom (labels stay as readable as
+    // they were) and what is at the centre
+    const keep = was > 0 && st.network ? { scale: st.network.getScale(), position: st.network.getViewPosition() } : null;
+    st.root.style.height = h + 'px';
+    if (keep) {
+      st.network.setSize('100%', '100%');
+      st.network.moveTo({ ...keep, animation: false });
+      noteScale(st);
+    }
   };
   size();
   listen(st, window, 'resize', size);
