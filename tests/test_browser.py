@@ -218,12 +218,14 @@ def test_a_long_model_name_wraps_between_its_words_and_stays_text(page, tmp_path
 def test_the_canvas_ends_above_the_window_bottom_and_keeps_its_zoom(page, tmp_path):
     """The canvas takes the page's height below where it starts, and follows when what is above it grows after
     it was sized (a caption, a wrapped row): it ends above the window's bottom, with the zoom it had (vis-network
-    scales the view with the canvas's size; the first view's readable labels would shrink) and the zoom shown
-    the zoom drawn."""
+    scales the view with the canvas's size; the first view's readable labels would shrink), the zoom shown the
+    zoom drawn, and the same part of the graph at its top left (the first view starts at the inputs)."""
     upload(page, generated(150), tmp_path / "bottom600.onnx")
     page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollTo(0, 0)")
     scale = page.evaluate("() => globalThis.__onnxSurgeryNetwork.getScale()")
     assert scale >= 1.0, scale
+    corner = "() => globalThis.__onnxSurgeryNetwork.DOMtoCanvas({x: 0, y: 0})"  # what the view starts with
+    top_left = page.evaluate(corner)
     page.evaluate(
         """() => { const host = document.querySelector('.st-key-graph');
         const grown = document.createElement('div'); grown.id = 'grown-above'; grown.style.height = '150px';
@@ -236,6 +238,7 @@ def test_the_canvas_ends_above_the_window_bottom_and_keeps_its_zoom(page, tmp_pa
         assert box["y"] + box["height"] <= 1000, box
         now = page.evaluate("() => globalThis.__onnxSurgeryNetwork.getScale()")
         assert now == pytest.approx(scale, abs=1e-3)
+        assert page.evaluate(corner) == pytest.approx(top_left, abs=1)
         assert float(page.locator(".graph-canvas").get_attribute("data-scale")) == pytest.approx(
             now, abs=1e-3
         )

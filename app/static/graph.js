@@ -151,12 +151,14 @@ function fitHeight(st) {
     const h = Math.max(460, window.innerHeight - top - 18), was = parseFloat(st.root.style.height || '0');
     if (Math.abs(was - h) <= 1) return;
     // vis-network rescales the view by the canvas's change in size: keep the zoom (labels stay as readable as
-    // they were) and what is at the centre
-    const keep = was > 0 && st.network ? { scale: st.network.getScale(), position: st.network.getViewPosition() } : null;
+    // they were) and what is at the canvas's top left (the first view puts the graph's inputs at its top)
+    const net = was > 0 ? st.network : null;
+    const scale = net && net.getScale(), corner = net && net.DOMtoCanvas({ x: 0, y: 0 });
     st.root.style.height = h + 'px';
-    if (keep) {
-      st.network.setSize('100%', '100%');
-      st.network.moveTo({ ...keep, animation: false });
+    if (net) {
+      net.setSize('100%', '100%');
+      const position = { x: corner.x + st.el.clientWidth / 2 / scale, y: corner.y + st.el.clientHeight / 2 / scale };
+      net.moveTo({ position, scale, animation: false });
       noteScale(st);
     }
   };
