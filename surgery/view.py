@@ -585,6 +585,10 @@ def _is_small(node) -> bool:
     return node.op_type == "Constant" and node.domain in ("", "ai.onnx")
 
 
+def _count(n: int) -> str:
+    return "1 node" if n == 1 else f"{n} nodes"
+
+
 def _group_label(label: str, members: list[int], facts: GraphFacts) -> str:
     """Its name, node count and top op types (of the nodes that compute from the inputs, where there are)."""
     constant = _constant_nodes(facts)
@@ -593,7 +597,7 @@ def _group_label(label: str, members: list[int], facts: GraphFacts) -> str:
     ops = Counter(op_of[i] for i in main)
     top = ", ".join(f"{op} {n}" for op, n in ops.most_common(3))
     name = label if len(label) <= 34 else "…" + label[-33:]
-    return f"{name}\n{len(members)} nodes · {top}"
+    return f"{name}\n{_count(len(members))} · {top}"
 
 
 def _draw(
@@ -625,7 +629,7 @@ def _draw(
                 ref=f"group:{gid}",
                 w=w,
                 h=h,
-                info=f"group {label}\n{len(members)} nodes — click to open",
+                info=f"group {label}\n{_count(len(members))} — click to open",
                 members=list(members),
                 order=min(pos_of[i] for i in members),
             )

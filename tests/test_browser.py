@@ -342,6 +342,56 @@ def test_a_600_node_model_opens_readable_with_tooltips(page, tmp_path, flat):
         assert graph_state(page, "!!g.minimapMap")
 
 
+def branches(k: int = 4, n: int = 400) -> onnx.ModelProto:
+    """A Split into `k` branches of `n` nodes each (scopes /b0 .. /bK; Relu in the first, Abs in the others), then a
+    Concat: collapsed, the branches' groups stand side by side, one short line of top ops each (about 820 units
+    across for the default k and n)."""
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Split", ["x"], [f"s{b}" for b in range(k)], name="/split/Split", axis=1)]
+    for b in range(k):
+        op = "Relu" if b == 0 else "Abs"
+        nodes += [
+            helper.make_node(op, [f"b{b}_{j - 1}" if j else f"s{b}"], [f"b{b}_{j}"], name=f"/b{b}/l{j}/{op}")
+            for j in range(n)
+        ]
+    nodes.append(
+        helper.make_node("Concat", [f"b{b}_{n - 1}" for b in range(k)], ["y"], name="/merge/Concat", axis=1)
+    )
+    graph = helper.make_graph(
+        nodes,
+        "branches",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2 * k])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2 * k])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_a_collapsed_view_that_fits_with_readable_labels_opens_whole(page, tmp_path):
+    """A collapsed view has groups, inputs and outputs (12 px and up), no 11 px constants: where it fits at a zoom
+    that keeps its smallest label at 11 px on screen, the first view shows all of it (Mask R-CNN's and
+    RetinaNet's were cut at 100% by a few pixels)."""
+    upload(page, branches(), tmp_path / "branches.onnx")
+    fit = graph_state(
+        page,
+        "(() => { let x0 = 1e9, y0 = 1e9, x1 = -1e9, y1 = -1e9; for (const n of g.data.nodes) {"
+        " x0 = Math.min(x0, n.x - n.w / 2); x1 = Math.max(x1, n.x + n.w / 2);"
+        " y0 = Math.min(y0, n.y - n.h / 2); y1 = Math.max(y1, n.y + n.h / 2); }"
+        " return Math.min(g.el.clientWidth / (x1 - x0 + 60), g.el.clientHeight / (y1 - y0 + 60)); })()",
+    )
+    assert 11 / 12 <= fit < 1, f"the test model should fit only below 100% here (fit {fit:.3f})"
+    assert graph_state(page, "g.data.collapsed")
+    outside = graph_state(
+        page,
+        "g.data.nodes.filter(n => { const net = globalThis.__onnxSurgeryNetwork;"
+        " const a = net.canvasToDOM({x: n.x - n.w / 2, y: n.y - n.h / 2}),"
+        " b = net.canvasToDOM({x: n.x + n.w / 2, y: n.y + n.h / 2});"
+        " return a.x < 0 || a.y < 0 || b.x > g.el.clientWidth || b.y > g.el.clientHeight; }).map(n => n.id)",
+    )
+    assert not outside
+    assert float(page.locator(".graph-canvas").get_attribute("data-scale")) * 12 >= 11
+
+
 def fan_out() -> onnx.ModelProto:
     """A Split whose three outputs (three shapes) leave from one point, each to a Relu, and a Concat after."""
     from onnx import TensorProto, helper

@@ -439,7 +439,10 @@ function initialView(st, data) {
   const W = st.el.clientWidth, H = st.el.clientHeight;
   const bb = bounds(data);
   const fit = Math.min(W / (bb.x1 - bb.x0 + 60), H / (bb.y1 - bb.y0 + 60));
-  const minScale = MIN_LABEL_PX / 11;  // the smallest font (constants) stays >= 11 px
+  // the whole graph when it fits with its smallest label still >= MIN_LABEL_PX on screen (a collapsed view has
+  // no 11 px constants: its 12 px inputs and outputs set the bound)
+  const smallest = Math.min(...new Set(data.nodes.map((n) => FONT[n.kind] || FONT.op)));
+  const minScale = MIN_LABEL_PX / smallest;
   if (fit >= minScale) {
     st.network.moveTo({ position: { x: (bb.x0 + bb.x1) / 2, y: (bb.y0 + bb.y1) / 2 }, scale: Math.min(fit, 1.25), animation: false });
   } else {
