@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 MAIN = str(Path(__file__).resolve().parent.parent / "app" / "main.py")
 BARE_DOLLAR = re.compile(r"(?<!\\)\$")
+CODE_SPAN = re.compile(r"`[^`]*`")
 
 
 def texts(at) -> list[str]:
@@ -20,7 +21,7 @@ def texts(at) -> list[str]:
 
 def assert_no_maths(at, must_show: str) -> None:
     shown = texts(at)
-    bare = [t for t in shown if BARE_DOLLAR.search(t)]
+    bare = [t for t in shown if BARE_DOLLAR.search(CODE_SPAN.sub("", t))]  # a code span shows '$' as typed
     assert not bare, bare
     assert any(must_show in t for t in shown), shown
 
@@ -92,3 +93,25 @@ def test_error_codes_show_without_escape_backslashes():
     assert not at.exception
     coded = [m.value for m in at.markdown if "UNSUPPORTED" in m.value]
     assert coded and all("`UNSUPPORTED_NODE`" in t for t in coded), coded
+
+
+def test_the_rules_page_shows_a_users_rule_text_as_text(tmp_path, monkeypatch):
+    """A user's rule file is text from outside: its title, what, why and safety note show '$k$' and '<b>' as
+    typed (the built-in rules' `$node` parameters too)."""
+    rule = (Path(__file__).resolve().parent.parent / "rules" / "bitshift-decompose.yaml").read_text()
+    rule = rule.replace("id: bitshift-decompose", "id: my-shift")
+    rule = rule.replace("title: BitShift by a constant", "title: Shift by $k$ <b>bold</b>")
+    rule = rule.replace("what: Replaces", "what: $2^k$ *times* <i>x</i>. Replaces")
+    mine = tmp_path / "rules"
+    mine.mkdir()
+    (mine / "my-shift.yaml").write_text(rule)
+    monkeypatch.setenv("ONNX_SURGERY_USER_RULES", str(mine))
+    at = AppTest.from_file(MAIN, default_timeout=90)
+    at.run()
+    at.switch_page("pages/rules.py")
+    at.run()
+    assert not at.exception
+    labels = [e.label for e in at.expander]
+    assert any(r"Shift by \$k\$ \<b\>bold\</b\>" in x for x in labels), labels
+    assert not [x for x in labels if BARE_DOLLAR.search(x) or "<b>" in x]
+    assert_no_maths(at, r"\$2^k\$ \*times\* \<i\>x\</i\>")

@@ -12,6 +12,7 @@ import adapter  # noqa: E402
 import pandas as pd  # noqa: E402
 import sidebar  # noqa: E402
 import streamlit as st  # noqa: E402
+from verdicts import inline_code, md_escape  # noqa: E402
 
 from surgery.backends.base import BuildOptions  # noqa: E402
 from surgery.build import build_ladder, build_model, check_profiles  # noqa: E402
@@ -36,7 +37,7 @@ backends = c[0].multiselect(
     key="build_backends",
 )
 for name, reason in why_not.items():
-    st.caption(f"`{name}` cannot build here: {reason}")
+    st.caption(f"{inline_code(name)} cannot build here: {md_escape(reason)}")
 CALIBRATE = "INT8 (calibrate)"
 precision = c[1].selectbox("Precision", ["fp32", "fp16", "bf16", "int8", CALIBRATE], key="build_precision")
 runs = c[2].number_input("Timed runs", 1, 1000, 20, key="build_runs")
@@ -172,7 +173,9 @@ for k, r in enumerate(results):
         (st.success if r.ok else st.error)(head, icon=":material/build:")
         if r.error:
             st.code(r.error, language=None, wrap_lines=True)
-        if r.node and st.button(f"Show node {r.node} in the graph", key=f"build-node-{k}-{r.backend}"):
+        if r.node and st.button(
+            f"Show node {md_escape(r.node)} in the graph", key=f"build-node-{k}-{r.backend}"
+        ):
             s.selected = r.node
             st.switch_page("pages/workbench.py")
         if r.tuning:

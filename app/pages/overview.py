@@ -78,7 +78,7 @@ for r in reports:
             if g.explanation:
                 st.markdown(f"**Why** (our explanation): {md_escape(g.explanation)}")
             for v in g.verdicts:
-                if st.button(f"{v.op_type} {v.node}", key=f"ov-{r.backend}-{v.node}"):
+                if st.button(md_escape(f"{v.op_type} {v.node}"), key=f"ov-{r.backend}-{v.node}"):
                     adapter.select(v.node)
                     st.switch_page("pages/workbench.py")
     if r.verdicts and (r.rejected or any(v.status.value == "unknown" for v in r.verdicts)):

@@ -9,6 +9,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # app/: adapter, s
 import adapter  # noqa: E402
 import sidebar  # noqa: E402
 import streamlit as st  # noqa: E402
+from verdicts import inline_code, md_escape  # noqa: E402
 
 from surgery.rulebook import explain  # noqa: E402
 
@@ -23,13 +24,16 @@ mine_count = sum(str(mine_dir) in r.path for r in rules)
 st.caption(f"{len(rules)} rules: built-in (rules/) and {mine_count} of yours ({mine_dir}), marked ⭐.")
 for rule in rules:
     mine = str(mine_dir) in rule.path
-    with st.expander(f"{'⭐ ' if mine else ''}{rule.id} — {rule.title} [{rule.safety}]"):
-        st.markdown(f"**What it does.** {rule.what}")
-        st.markdown(f"**Why.** {rule.why}")
-        st.markdown(f"**Fix.** `{rule.primitive}` {rule.params or ''}")
+    # a rule's text is the file's text (a user's rule file may hold '$stride' or '<b>'): never Markdown or HTML
+    with st.expander(("⭐ " if mine else "") + md_escape(f"{rule.id} — {rule.title} [{rule.safety}]")):
+        st.markdown(f"**What it does.** {md_escape(rule.what)}")
+        st.markdown(f"**Why.** {md_escape(rule.why)}")
+        st.markdown(
+            f"**Fix.** {inline_code(rule.primitive)} {inline_code(rule.params) if rule.params else ''}"
+        )
         if rule.safety_note:
-            st.markdown(f"**Safety.** {rule.safety_note}")
+            st.markdown(f"**Safety.** {md_escape(rule.safety_note)}")
         if s.selected:
-            st.markdown(f"**On the selected node `{s.selected}`:**")
+            st.markdown(f"**On the selected node {inline_code(s.selected)}:**")
             for line in explain(adapter.workspace().current, rule, s.selected):
                 st.text(line)

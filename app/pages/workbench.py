@@ -17,7 +17,7 @@ import sidebar  # noqa: E402
 import streamlit as st  # noqa: E402
 from graph_component import graph  # noqa: E402
 from onnx import helper  # noqa: E402
-from verdicts import md_escape, show_report_banner, show_verdict  # noqa: E402
+from verdicts import inline_code, md_escape, show_report_banner, show_verdict  # noqa: E402
 
 from surgery.view import (  # noqa: E402
     COLORS,
@@ -240,7 +240,7 @@ with right:
     else:
         facts = adapter.facts(wait=False)  # with shapes, once a big model's are inferred
         node = facts.node(key)
-        st.subheader(f"{node.op_type} `{key}`")
+        st.subheader(f"{md_escape(node.op_type)} {inline_code(key)}")
         st.caption(
             md_escape(
                 f"domain: {node.domain or 'ai.onnx'}" + (f" · name: {node.name}" if node.name != key else "")
@@ -348,9 +348,13 @@ with hist:
         if done and node_key and row[1].button("Save as rule", key=f"save_rule-{n}"):
             try:
                 path, matches = adapter.save_rule(n, node_key)
-                st.success(f"saved {path} — it matches {len(matches)} node(s) here; listed on the Rules page")
+                st.success(
+                    md_escape(
+                        f"saved {path} — it matches {len(matches)} node(s) here; listed on the Rules page"
+                    )
+                )
             except Exception as exc:  # the rule writer says what it could not generalise
-                st.error(f"could not save step {n} as a rule: {exc}")
+                st.error(md_escape(f"could not save step {n} as a rule: {exc}"))
     verified = adapter.last_verification()  # kept across a reload
     if verified is not None:
         status, line = verified
