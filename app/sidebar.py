@@ -5,6 +5,7 @@ import re
 
 import adapter
 import streamlit as st
+from verdicts import md_escape
 
 from surgery.samples import SAMPLES, lessons
 
@@ -67,7 +68,7 @@ def render() -> None:
             st.info(f"{n:,} nodes: the graph is drawn first; checking them takes a while.")
             st.button("Check with the targets", key="check_now", on_click=adapter.allow_check, type="primary")
         if s.error:
-            st.error(s.error)
+            st.error(md_escape(s.error))  # it names the file, as the user named it
         with st.expander("Lessons", expanded=s.model_name == "healthy_cnn.onnx"):
             for lesson in lessons():
                 if lesson.rule:
@@ -88,11 +89,11 @@ def _recent_sessions() -> None:
     with st.expander("Recent sessions"):
         for info in found:
             st.button(
-                info.describe(),
+                md_escape(info.describe()),
                 key=f"session-{info.id}",
                 on_click=adapter.reopen_session,
                 args=(info.id,),
                 help="reopen this model with its steps, replayed from the original",
             )
         for line in problems[:3]:
-            st.caption(line)
+            st.caption(md_escape(line))

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("streamlit")
+from markdown_shown import shown  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 MAIN = str(Path(__file__).resolve().parent.parent / "app" / "main.py")
@@ -49,13 +50,13 @@ def test_server_paths_only_under_the_models_folder_and_bad_files_get_one_line(tm
     at.run()
     at.button(key="open_path").click()
     at.run()
-    errors = [e.value for e in at.error]
+    errors = [shown(e.value) for e in at.error]
     assert any("refused — only files under" in e for e in errors), errors
     at.text_input(key="server_path").input(str(models / "broken.onnx"))
     at.run()
     at.button(key="open_path").click()
     at.run()
-    errors = [e.value for e in at.error]
+    errors = [shown(e.value) for e in at.error]
     assert any("broken.onnx: not an ONNX model" in e and "\n" not in e for e in errors), errors
     assert at.session_state["model_name"] == "healthy_cnn.onnx"  # the open model is kept
 
@@ -133,7 +134,7 @@ def test_a_start_model_spoiled_after_the_command_checked_it_is_said_in_one_line(
     path.write_bytes(b"\x00\x01 definitely not onnx")
     monkeypatch.setenv("ONNX_SURGERY_START_MODEL", str(path))
     at = run_page()
-    errors = [e.value for e in at.error]
+    errors = [shown(e.value) for e in at.error]
     assert any("spoiled.onnx: not an ONNX model" in e and "\n" not in e for e in errors), errors
     assert at.session_state["model_name"] == "healthy_cnn.onnx"
 

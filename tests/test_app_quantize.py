@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("streamlit")
+from markdown_shown import shown  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 MAIN = str(Path(__file__).resolve().parent.parent / "app" / "main.py")
@@ -70,6 +71,6 @@ def test_int8_calibrate_with_an_uploaded_npz_and_one_that_does_not_fit():
     at.button(key="build_go").click()
     at.run()
     assert not at.exception, at.exception
-    errors = [e.value for e in at.error]
+    errors = [shown(e.value) for e in at.error]
     assert any("bad.npz: no array for input 'input'" in e for e in errors), errors
     assert not at.session_state["build_results"]  # nothing was built

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("streamlit")
+from markdown_shown import shown  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from surgery import sessions  # noqa: E402
@@ -67,7 +68,7 @@ def test_an_applied_fix_is_restored_in_a_new_session_from_the_url(state_dir):
 def test_a_session_that_cannot_be_restored_is_one_line_and_the_app_opens(state_dir):
     at = fresh("../../etc/passwd")
     assert at.session_state["model_name"] == "healthy_cnn.onnx"
-    assert [e.value for e in at.error] == ["'../../etc/passwd': not a session id"]
+    assert [shown(e.value) for e in at.error] == ["'../../etc/passwd': not a session id"]
     assert "session" not in at.query_params
     gone = sessions.new_id()
     at = fresh(gone)
@@ -85,7 +86,7 @@ def test_the_sidebar_reopens_a_recent_session(state_dir):
     at.run()
     assert at.session_state["session_id"] != first
     reopen = at.button(key=f"session-{first}")
-    assert "ml_scaler.onnx · 1 step(s)" in reopen.label
+    assert "ml_scaler.onnx · 1 step(s)" in shown(reopen.label)
     reopen.click()
     at.run()
     assert not at.exception, at.exception

@@ -115,3 +115,20 @@ def test_the_rules_page_shows_a_users_rule_text_as_text(tmp_path, monkeypatch):
     assert any(r"Shift by \$k\$ \<b\>bold\</b\>" in x for x in labels), labels
     assert not [x for x in labels if BARE_DOLLAR.search(x) or "<b>" in x]
     assert_no_maths(at, r"\$2^k\$ \*times\* \<i\>x\</i\>")
+
+
+def test_a_bad_files_name_in_its_message_is_text(tmp_path, monkeypatch):
+    models = tmp_path / "models"
+    models.mkdir()
+    bad = models / "$x$_*b*.onnx"
+    bad.write_bytes(b"\x00\x01 not onnx")
+    monkeypatch.setenv("ONNX_SURGERY_MODELS_DIR", str(models))
+    at = AppTest.from_file(MAIN, default_timeout=90)
+    at.run()
+    at.text_input(key="server_path").input(str(bad))
+    at.run()
+    at.button(key="open_path").click()
+    at.run()
+    errors = [e.value for e in at.error]
+    assert any(r"\$x\$\_\*b\*\.onnx: not an ONNX model" in e for e in errors), errors
+    assert not [e for e in errors if BARE_DOLLAR.search(e)]

@@ -120,7 +120,7 @@ def _quantized():
                 )
         except CalibrationError as exc:
             bar.empty()
-            st.error(str(exc).replace(str(Path(tmp)) + "/", ""), icon=":material/error:")
+            st.error(md_escape(str(exc).replace(str(Path(tmp)) + "/", "")), icon=":material/error:")
             return None
     what = f"{int(samples)} random samples" if source == "random" else upload.name
     s.quantized = {"bytes": model.SerializeToString(), "calib": what, "per_channel": per_channel}
@@ -183,7 +183,7 @@ for k, r in enumerate(results):
 
             st.caption("Tuning: " + tuning_line(r))
         if r.note:
-            st.caption(r.note)
+            st.caption(md_escape(r.note))
         if r.artifact and Path(r.artifact).exists():
             st.download_button(
                 f"Download {Path(r.artifact).name}",

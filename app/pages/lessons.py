@@ -37,7 +37,7 @@ def show_walkthrough(name: str) -> None:
         show_report_banner(before)
     p = w.proposal
     if p is None:
-        st.warning(w.error or "no proposal")
+        st.warning(md_escape(w.error or "no proposal"))
         return
     asked = w.values
     given = (
