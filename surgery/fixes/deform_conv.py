@@ -159,17 +159,18 @@ def _ones_mask(d: dict, kernel: list[int], node: NodeProto, out: ModelProto, fre
 def deform_conv(model: ModelProto, node: str, form: str = "plugin", version: str = "1", upgrade_opset=False):
     if form not in ("plugin", "onnx"):
         raise FixError(f"form '{form}' is not known. Note: forms are plugin, onnx")
-    out = copy_model(model)
-    if form == "onnx" and (opset_of(out) or 0) < 19:
+    src = model  # read here (its facts are kept per model version); the edits go to a copy of it
+    if form == "onnx" and (opset_of(src) or 0) < 19:
         if not upgrade_opset:
             raise FixError(
-                f"ONNX DeformConv needs opset 19; the model is at opset {opset_of(out) or 0}. Note: set upgrade_opset, or "
+                f"ONNX DeformConv needs opset 19; the model is at opset {opset_of(src) or 0}. Note: set upgrade_opset, or "
                 "use form plugin"
             )
-        out = _upgraded(out, node)
-    facts = GraphFacts.of(out)
-    i = find_node(out, node)
-    n = out.graph.node[i]
+        src = _upgraded(src, node)  # a new model: the converter does not edit its input
+    facts = GraphFacts.of(src)
+    i = find_node(src, node)
+    n = src.graph.node[i]
+    out = copy_model(src)
     d = _read(n, facts)
     kernel = _kernel(facts, d["w"], n)
     name = n.name or "deform_conv"
@@ -198,7 +199,6 @@ def deform_conv(model: ModelProto, node: str, form: str = "plugin", version: str
         replace_node(out.graph, i, [new])
         _drop_unread_constants(out)
         _drop_unused_domain(out, domain)
-        GraphFacts.forget(out)  # its facts were asked for above, before this edit
         return out
     p = d["pads"]
     if len(p) != 4 or p[0] != p[2] or p[1] != p[3]:
@@ -228,7 +228,6 @@ def deform_conv(model: ModelProto, node: str, form: str = "plugin", version: str
     out.graph.initializer.extend(inits)
     _drop_unread_constants(out)
     _drop_unused_domain(out, domain)
-    GraphFacts.forget(out)  # its facts were asked for above, before this edit
     return out
 
 
