@@ -481,7 +481,7 @@ def structural_groups(facts: GraphFacts, members: list[int]) -> list[tuple[str, 
     for r, run in enumerate(runs):
         a, b = pos[run[0]], pos[run[-1]]
         ms = sorted(run + extra.get(r, []), key=pos.__getitem__)
-        out.append((f"block:{a}-{b}", f"nodes {a + 1}–{b + 1}", ms))
+        out.append((f"block:{a}-{b}", f"block {r + 1}/{len(runs)} · nodes {a + 1}–{b + 1}", ms))
     return out
 
 
