@@ -570,6 +570,22 @@ def proposals(node_key: str | None = None, values: dict | None = None):
     )
 
 
+def fixes_at_readers(node_key: str, reports) -> list:
+    """For a refused node no rule fixes itself: the rules whose fix removes it with a reader they match
+    (surgery.rulebook.suggest.at_readers, as `check` suggests them), one per rule."""
+    from surgery.rulebook.suggest import at_readers
+
+    ctx = _rule_context(version(), workspace().current, facts())
+    rules = all_rules()
+    found = {}
+    for r in reports:
+        v = r.by_node().get(node_key)
+        if v is not None:
+            for s in at_readers(ctx, v, r.backend, rules):
+                found.setdefault(s.rule, s)
+    return list(found.values())
+
+
 def why_no_fix(node_key: str, reports) -> list[str]:
     """For a refused node no rule fixes: the nearest misses of the rules meant for its refusal, or that no rule
     answers it (surgery.rulebook.tracer.unrepaired, as `fix` prints them)."""

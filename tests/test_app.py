@@ -497,3 +497,34 @@ def test_the_banner_shows_a_parsers_bare_words_beside_our_explanation(two_quanti
         "parser says (recorded): “false” — why: DynamicQuantizeLinear is listed as not supported (N)"
         in said[0]
     )
+
+
+def test_a_node_fixed_with_its_reader_says_so_and_leads_to_the_fix(tmp_path, monkeypatch):
+    """onnxruntime's dynamic quantization: the DynamicQuantizeLinear has no rule of its own; the inspector says
+    which rule removes it with its reader (the rule's `removes`) and a button selects that reader, whose fix
+    card has the rule."""
+    import onnx
+
+    from surgery.rulebook import load_rules
+    from surgery.rulebook.fixture import fixture
+    from surgery.rulebook.loader import BUILTIN_DIR
+
+    rule = next(r for r in load_rules([BUILTIN_DIR]) if r.id == "dynamic-quantization-to-float")
+    fx = fixture(rule)
+    path = tmp_path / "dynamic_int8.onnx"
+    onnx.save(fx.model, path)
+    monkeypatch.setenv("ONNX_SURGERY_START_MODEL", str(path))
+    at = AppTest.from_file(MAIN, default_timeout=90)
+    at.run()
+    at.session_state["targets"] = ["tensorrt-static@10.15"]
+    at.run()
+    dql = next(n.name or f"DynamicQuantizeLinear#{i}" for i, n in enumerate(fx.model.graph.node))
+    at.session_state["selected"] = dql
+    at.run()
+    assert not at.exception
+    said = [shown(c.value) for c in at.caption if "Fixed with its reader" in c.value]
+    assert said and "`dynamic-quantization-to-float` applies at MatMulInteger `mm`" in said[0], said
+    at.button(key="select-reader-dynamic-quantization-to-float").click()
+    at.run()
+    assert at.session_state["selected"] == fx.node
+    assert any(b.key == "apply-dynamic-quantization-to-float" for b in at.button)

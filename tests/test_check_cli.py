@@ -140,3 +140,29 @@ def test_nodes_told_the_same_are_listed_under_the_words_and_evidence_said_once(t
     assert group.count("why: DynamicQuantizeLinear is listed as not supported (N)") == 1
     assert group.count("evidence: support table: ") == 1
     assert "- DynamicQuantizeLinear 'dql_a'\n" in group and "- DynamicQuantizeLinear 'dql_b'\n" in group
+
+
+def test_a_node_a_reader_s_fix_removes_is_shown_that_fix_in_text_and_json(tmp_path, capsys):
+    """onnxruntime's dynamic quantization: the DynamicQuantizeLinear has no rule of its own; `check` suggests the
+    rule that removes it (its `removes`), at the reader the rule matches, in text and in JSON."""
+    import onnx
+
+    from surgery.rulebook import load_rules
+    from surgery.rulebook.fixture import fixture
+    from surgery.rulebook.loader import BUILTIN_DIR
+
+    rule = next(r for r in load_rules([BUILTIN_DIR]) if r.id == "dynamic-quantization-to-float")
+    path = tmp_path / "dynamic_int8.onnx"
+    onnx.save(fixture(rule).model, path)
+    code, out = _check(capsys, path, "-t", "tensorrt-static@10.15")
+    assert code == 1
+    lines = {line.split("'")[1]: line for line in out.splitlines() if line.lstrip().startswith("- ")}
+    assert lines["DynamicQuantizeLinear#0"].endswith(
+        "fix: dynamic-quantization-to-float (at its reader 'mm')"
+    )
+    assert lines["mm"].endswith("fix: dynamic-quantization-to-float, integer-matmul-conv-to-float")
+    code, out = _check(capsys, path, "-t", "tensorrt-static@10.15", "--format", "json")
+    verdicts = {v["node"]: v for v in json.loads(out)["reports"][0]["verdicts"]}
+    assert verdicts["DynamicQuantizeLinear#0"]["rules"] == ["dynamic-quantization-to-float"]
+    assert verdicts["DynamicQuantizeLinear#0"]["rules_at_reader"] == {"dynamic-quantization-to-float": "mm"}
+    assert verdicts["mm"]["rules_at_reader"] == {}

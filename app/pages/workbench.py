@@ -259,6 +259,20 @@ with right:
             st.caption(
                 f"Fixes are proposed once the shapes of the {n_nodes:,} nodes are inferred (a few seconds)."
             )
+        elif not props and (through := adapter.fixes_at_readers(key, reports)):
+            for sug in through:  # the fix of a reader removes this node too (the rule's `removes`)
+                reader = facts.node(sug.at)
+                st.caption(
+                    f"Fixed with its reader: {inline_code(sug.rule)} applies at {md_escape(reader.op_type)} "
+                    f"{inline_code(sug.at)} and removes this {md_escape(node.op_type)} with it."
+                )
+                st.button(
+                    md_escape(f"Select {sug.at}"),
+                    key=f"select-reader-{sug.rule}",
+                    on_click=select,
+                    args=(sug.at,),
+                    icon=":material/arrow_downward:",
+                )
         elif not props:
             st.caption("No rule matches this node for the chosen targets.")
             for line in adapter.why_no_fix(key, reports):  # the tracer's nearest misses, as `fix` prints them

@@ -79,7 +79,10 @@ def _sarif(path: str, reports, suggestions: dict) -> dict:
                         "evidence": v.evidence.source,
                         "evidenceDetail": v.evidence.detail,
                         "checks": list(v.checks),
-                        "rules": suggestions.get((r.backend, v.node), []),
+                        "rules": [s.rule for s in suggestions.get((r.backend, v.node), [])],
+                        "rulesAtReader": {
+                            s.rule: s.at for s in suggestions.get((r.backend, v.node), []) if s.at
+                        },
                     },
                 }
             )
@@ -149,7 +152,7 @@ def verdict_lines(
             lines.append(f"{indent}  evidence: {shared.source}: {shared.detail}")
         for v in g.verdicts:
             fix = (suggestions or {}).get((r.backend, v.node))
-            fix_text = f"   fix: {', '.join(fix)}" if fix else ""
+            fix_text = f"   fix: {', '.join(s.text() for s in fix)}" if fix else ""
             evidence = "" if shared else f" [{v.evidence.source}: {v.evidence.detail}]"
             lines.append(f"{indent}  - {v.op_type} '{v.node}'{evidence}{fix_text}")
     if show_all:
@@ -209,7 +212,11 @@ def run(args) -> int:
             d["available"] = r.outcome is not Outcome.UNAVAILABLE
             d["partition"] = partition(model.proto, r).to_dict() if r.verdicts else None
             for v in d["verdicts"]:
-                v["rules"] = suggestions.get((r.backend, v["node"]), [])
+                found = suggestions.get((r.backend, v["node"]), [])
+                v["rules"] = [s.rule for s in found]
+                v["rules_at_reader"] = {
+                    s.rule: s.at for s in found if s.at
+                }  # applied at a reader of the node
             out.append(d)
         print(dumps({"model": args.model, "reports": out}, indent=2))
     elif args.format == "sarif":

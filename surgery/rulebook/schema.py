@@ -20,6 +20,9 @@ TOP_FIELDS = {
     "answers": "the verdicts it repairs: predictor check ids (resize-scales-initializer) or backend error codes "
     "(UNSUPPORTED_NODE, CONVERSION); `check` suggests the rule for a refused node only when the verdict is one of "
     "these and the rule's match accepts the node",
+    "removes": "op types that feed the matched node and that its fix removes with it when nothing else reads them "
+    "(DynamicQuantizeLinear before a ConvInteger): a refused node of one of these types is shown the rule, to apply at "
+    "its reader; the rule's own test checks the fix removes them from its example",
     "match": "the pattern: op, domain, attrs, inputs, any_input, outputs_are_graph_outputs",
     "fix": "primitive and params",
     "safety": "exact | approximate | changes-semantics",
@@ -99,6 +102,7 @@ class Rule:
     example: dict[str, Any] = field(default_factory=dict)
     references: list[str] = field(default_factory=list)
     answers: list[str] = field(default_factory=list)
+    removes: list[str] = field(default_factory=list)
     path: str = ""
 
     def answers_verdict(self, verdict) -> bool:
@@ -163,6 +167,9 @@ def validate(data: Any, where) -> Rule:
     answers = data.get("answers") or []
     if not isinstance(answers, list) or not all(isinstance(a, str) and a for a in answers):
         fail("answers", "must be a list of check ids or error codes, e.g. [resize-scales-initializer]")
+    removes = data.get("removes") or []
+    if not isinstance(removes, list) or not all(isinstance(a, str) and a for a in removes):
+        fail("removes", "must be a list of op types, e.g. [DynamicQuantizeLinear]")
     match = data["match"]
     if not isinstance(match, dict) or "op" not in match:
         fail("match", "must be a mapping with at least 'op'")
@@ -269,6 +276,7 @@ def validate(data: Any, where) -> Rule:
         example=example,
         references=list(data.get("references") or []),
         answers=list(answers),
+        removes=list(removes),
     )
 
 

@@ -1,8 +1,13 @@
 """Which rules to suggest for a refused node: the rules meant for that refusal (`answers`: a check id or an error
 code of the verdict), for that target, whose own matcher accepts the node. So `check` never suggests a rule that
-`fix` would not apply; backends keep no table of rule ids."""
+`fix` would not apply; backends keep no table of rule ids.
+
+A node a rule's fix removes along with the node it matches (its `removes`: the DynamicQuantizeLinear that feeds a
+ConvInteger) is shown that rule too, applied at its reader, where the rule's matcher accepts the reader."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from onnx import ModelProto
 
@@ -10,6 +15,17 @@ from surgery.backends.base import Report, Status, Verdict
 from surgery.rulebook.engine import applies_to
 from surgery.rulebook.matcher import Context, matches
 from surgery.rulebook.schema import Rule
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    rule: str
+    at: str | None = (
+        None  # where the rule applies, when not at the refused node itself: a reader of its outputs
+    )
+
+    def text(self) -> str:
+        return self.rule if self.at is None else f"{self.rule} (at its reader '{self.at}')"
 
 
 def rules_for(ctx: Context, verdict: Verdict, target: str, rules: list[Rule]) -> list[str]:
@@ -24,15 +40,38 @@ def rules_for(ctx: Context, verdict: Verdict, target: str, rules: list[Rule]) ->
     ]
 
 
+def at_readers(ctx: Context, verdict: Verdict, target: str, rules: list[Rule]) -> list[Suggestion]:
+    """The rules (for `target`) that remove the refused node's op type with a reader they match: one suggestion
+    per rule, at its first such reader in topological order."""
+    if verdict.status is Status.SUPPORTED or verdict.index < 0:
+        return []
+    facts, nodes = ctx.facts, ctx.model.graph.node
+    node = nodes[verdict.index]
+    mine = [r for r in rules if node.op_type in r.removes and applies_to(r, [target])]
+    if not mine:
+        return []
+    readers = sorted(
+        {j for o in node.output if o for j in facts.consumers.get(o, [])}, key=facts.position.__getitem__
+    )
+    out = []
+    for r in mine:
+        j = next((j for j in readers if matches(ctx, r, nodes[j])), None)
+        if j is not None:
+            out.append(Suggestion(r.id, facts.keys[j]))
+    return out
+
+
 def suggestions_for(
     model: ModelProto, reports: list[Report], rules: list[Rule]
-) -> dict[tuple[str, str], list[str]]:
-    """(target, node key) -> rule ids, for every refused or unknown node of every report."""
+) -> dict[tuple[str, str], list[Suggestion]]:
+    """(target, node key) -> suggestions, for every refused or unknown node of every report: the rules that fix
+    the node itself, else those that remove it at a reader."""
     ctx = Context(model)
     out = {}
     for r in reports:
         for v in r.verdicts:
-            found = rules_for(ctx, v, r.backend, rules)
+            found = [Suggestion(rid) for rid in rules_for(ctx, v, r.backend, rules)]
+            found = found or at_readers(ctx, v, r.backend, rules)
             if found:
                 out[(r.backend, v.node)] = found
     return out
