@@ -571,7 +571,7 @@ def proposals(node_key: str | None = None, values: dict | None = None):
 
 
 def fixes_at_readers(node_key: str, reports) -> list:
-    """For a refused node no rule fixes itself: the rules whose fix removes it with a reader they match
+    """For a refused node no rule fixes itself: the rules whose fix removes or repairs it with a reader they match
     (surgery.rulebook.suggest.at_readers, as `check` suggests them), one per rule."""
     from surgery.rulebook.suggest import at_readers
 

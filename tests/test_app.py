@@ -501,7 +501,7 @@ def test_the_banner_shows_a_parsers_bare_words_beside_our_explanation(two_quanti
 
 def test_a_node_fixed_with_its_reader_says_so_and_leads_to_the_fix(tmp_path, monkeypatch):
     """onnxruntime's dynamic quantization: the DynamicQuantizeLinear has no rule of its own; the inspector says
-    which rule removes it with its reader (the rule's `removes`) and a button selects that reader, whose fix
+    which rule fixes it with its reader (the rule's `also_fixes`) and a button selects that reader, whose fix
     card has the rule."""
     import onnx
 

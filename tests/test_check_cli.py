@@ -142,9 +142,9 @@ def test_nodes_told_the_same_are_listed_under_the_words_and_evidence_said_once(t
     assert "- DynamicQuantizeLinear 'dql_a'\n" in group and "- DynamicQuantizeLinear 'dql_b'\n" in group
 
 
-def test_a_node_a_reader_s_fix_removes_is_shown_that_fix_in_text_and_json(tmp_path, capsys):
+def test_a_node_a_readers_fix_also_fixes_is_shown_that_fix_in_text_and_json(tmp_path, capsys):
     """onnxruntime's dynamic quantization: the DynamicQuantizeLinear has no rule of its own; `check` suggests the
-    rule that removes it (its `removes`), at the reader the rule matches, in text and in JSON."""
+    rule that removes it (its `also_fixes`), at the reader the rule matches, in text and in JSON."""
     import onnx
 
     from surgery.rulebook import load_rules

@@ -260,11 +260,13 @@ with right:
                 f"Fixes are proposed once the shapes of the {n_nodes:,} nodes are inferred (a few seconds)."
             )
         elif not props and (through := adapter.fixes_at_readers(key, reports)):
-            for sug in through:  # the fix of a reader removes this node too (the rule's `removes`)
+            for (
+                sug
+            ) in through:  # the fix of a reader removes or repairs this node too (the rule's `also_fixes`)
                 reader = facts.node(sug.at)
                 st.caption(
                     f"Fixed with its reader: {inline_code(sug.rule)} applies at {md_escape(reader.op_type)} "
-                    f"{inline_code(sug.at)} and removes this {md_escape(node.op_type)} with it."
+                    f"{inline_code(sug.at)} and fixes this {md_escape(node.op_type)} with it."
                 )
                 st.button(
                     md_escape(f"Select {sug.at}"),

@@ -20,9 +20,10 @@ TOP_FIELDS = {
     "answers": "the verdicts it repairs: predictor check ids (resize-scales-initializer) or backend error codes "
     "(UNSUPPORTED_NODE, CONVERSION); `check` suggests the rule for a refused node only when the verdict is one of "
     "these and the rule's match accepts the node",
-    "removes": "op types that feed the matched node and that its fix removes with it when nothing else reads them "
-    "(DynamicQuantizeLinear before a ConvInteger): a refused node of one of these types is shown the rule, to apply at "
-    "its reader; the rule's own test checks the fix removes them from its example",
+    "also_fixes": "op types that feed the matched node and that its fix removes or repairs with it (the "
+    "DynamicQuantizeLinear before a ConvInteger, the QuantizeLinear before a DequantizeLinear): a refused node of one "
+    "of these types is shown the rule, to apply at its reader; the rule's own test checks that, on its example, "
+    "those nodes are gone or no longer refused after the fix",
     "match": "the pattern: op, domain, attrs, inputs, any_input, outputs_are_graph_outputs",
     "fix": "primitive and params",
     "safety": "exact | approximate | changes-semantics",
@@ -102,7 +103,7 @@ class Rule:
     example: dict[str, Any] = field(default_factory=dict)
     references: list[str] = field(default_factory=list)
     answers: list[str] = field(default_factory=list)
-    removes: list[str] = field(default_factory=list)
+    also_fixes: list[str] = field(default_factory=list)
     path: str = ""
 
     def answers_verdict(self, verdict) -> bool:
@@ -167,9 +168,9 @@ def validate(data: Any, where) -> Rule:
     answers = data.get("answers") or []
     if not isinstance(answers, list) or not all(isinstance(a, str) and a for a in answers):
         fail("answers", "must be a list of check ids or error codes, e.g. [resize-scales-initializer]")
-    removes = data.get("removes") or []
-    if not isinstance(removes, list) or not all(isinstance(a, str) and a for a in removes):
-        fail("removes", "must be a list of op types, e.g. [DynamicQuantizeLinear]")
+    also_fixes = data.get("also_fixes") or []
+    if not isinstance(also_fixes, list) or not all(isinstance(a, str) and a for a in also_fixes):
+        fail("also_fixes", "must be a list of op types, e.g. [DynamicQuantizeLinear]")
     match = data["match"]
     if not isinstance(match, dict) or "op" not in match:
         fail("match", "must be a mapping with at least 'op'")
@@ -276,7 +277,7 @@ def validate(data: Any, where) -> Rule:
         example=example,
         references=list(data.get("references") or []),
         answers=list(answers),
-        removes=list(removes),
+        also_fixes=list(also_fixes),
     )
 
 

@@ -2,8 +2,9 @@
 code of the verdict), for that target, whose own matcher accepts the node. So `check` never suggests a rule that
 `fix` would not apply; backends keep no table of rule ids.
 
-A node a rule's fix removes along with the node it matches (its `removes`: the DynamicQuantizeLinear that feeds a
-ConvInteger) is shown that rule too, applied at its reader, where the rule's matcher accepts the reader."""
+A node that a rule's fix removes or repairs along with the node it matches (its `also_fixes`: the
+DynamicQuantizeLinear that feeds a ConvInteger) is shown that rule too, applied at its reader, where the rule's
+matcher accepts the reader."""
 
 from __future__ import annotations
 
@@ -41,13 +42,13 @@ def rules_for(ctx: Context, verdict: Verdict, target: str, rules: list[Rule]) ->
 
 
 def at_readers(ctx: Context, verdict: Verdict, target: str, rules: list[Rule]) -> list[Suggestion]:
-    """The rules (for `target`) that remove the refused node's op type with a reader they match: one suggestion
-    per rule, at its first such reader in topological order."""
+    """The rules (for `target`) that fix the refused node's op type with a reader they match (`also_fixes`): one
+    suggestion per rule, at its first such reader in topological order."""
     if verdict.status is Status.SUPPORTED or verdict.index < 0:
         return []
     facts, nodes = ctx.facts, ctx.model.graph.node
     node = nodes[verdict.index]
-    mine = [r for r in rules if node.op_type in r.removes and applies_to(r, [target])]
+    mine = [r for r in rules if node.op_type in r.also_fixes and applies_to(r, [target])]
     if not mine:
         return []
     readers = sorted(
@@ -65,7 +66,7 @@ def suggestions_for(
     model: ModelProto, reports: list[Report], rules: list[Rule]
 ) -> dict[tuple[str, str], list[Suggestion]]:
     """(target, node key) -> suggestions, for every refused or unknown node of every report: the rules that fix
-    the node itself, else those that remove it at a reader."""
+    the node itself, else those that fix it with a reader."""
     ctx = Context(model)
     out = {}
     for r in reports:
