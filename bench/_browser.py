@@ -14,7 +14,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from surgery.cli.app_cmd import STREAMLIT_LOOK  # noqa: E402
+from surgery.cli.app_cmd import SERVER_FLAGS  # noqa: E402  (what `onnx-surgery app` runs with)
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
@@ -61,14 +61,8 @@ def start_server(
             str(port),
             "--server.address",
             "127.0.0.1",
-            "--server.headless",
-            "true",
-            "--browser.gatherUsageStats",
-            "false",
-            "--server.fileWatcherType",
-            "none",
             *upload,
-            *STREAMLIT_LOOK,
+            *SERVER_FLAGS,
         ],
         env=env,
         stdout=subprocess.DEVNULL,

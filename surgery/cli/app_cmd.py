@@ -9,8 +9,22 @@ from pathlib import Path
 
 from surgery.resources import APP_MAIN as APP  # app/main.py in a checkout, the package's copy when installed
 
-# the look: verdict colours carry meaning, so the widgets' accent is blue, not Streamlit's red; no Deploy button
-STREAMLIT_LOOK = ["--theme.primaryColor", "#1f5fbf", "--client.toolbarMode", "minimal"]
+# How the server runs, for users and for the browser tests and benchmarks alike (bench/_browser.py): the look
+# (verdict colours carry meaning, so the widgets' accent is blue, not Streamlit's red; no Deploy button), no
+# browser of its own, no usage statistics, and no watching of the app's source files (a dev server's feature:
+# nobody edits the installed app while it runs, and the watcher registers every imported module on each rerun).
+SERVER_FLAGS = [
+    "--server.headless",
+    "true",
+    "--server.fileWatcherType",
+    "none",
+    "--browser.gatherUsageStats",
+    "false",
+    "--theme.primaryColor",
+    "#1f5fbf",
+    "--client.toolbarMode",
+    "minimal",
+]
 
 
 def add_parser(sub):
@@ -44,11 +58,7 @@ def build_command(args) -> tuple[list[str], dict[str, str]]:
         args.address,
         "--server.maxUploadSize",
         str(args.upload_limit_mb),
-        "--browser.gatherUsageStats",
-        "false",
-        "--server.headless",
-        "true",
-        *STREAMLIT_LOOK,
+        *SERVER_FLAGS,
     ]
     return cmd, env
 
