@@ -13,6 +13,7 @@ import os
 import shutil
 import stat
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -79,20 +80,35 @@ class Model:
         return fingerprint(self.proto)
 
 
+_GC_LOCK = threading.Lock()
+_gc_pauses = 0  # threads inside gc_paused() now
+_gc_was_on = False  # whether the collector was on when the first of them paused it
+
+
 @contextlib.contextmanager
 def gc_paused():
     """Python's cycle collector paused while a big acyclic structure is built (a parsed model's tensor list, the
-    facts' 100k-entry maps, a view's groups). Each container built triggers collections that walk every object the process holds, and a
-    Streamlit server holds many: opening a 100k-node model in the app, the declared facts took 1.2 CPU s with
-    the collector on and 0.6 s with it paused (bench/app_open.py). Nothing built here makes a cycle; refcounts
-    free it as usual, and the collector runs again afterwards."""
-    was = gc.isenabled()
-    gc.disable()
+    facts' 100k-entry maps, a view's groups). Each container built triggers collections that walk every object
+    the process holds, and a Streamlit server holds many: opening a 100k-node model in the app, the declared facts
+    took 1.2 CPU s with the collector on and 0.6 s with it paused (bench/app_open.py). Nothing built here makes a
+    cycle; refcounts free it as usual, and the collector runs again afterwards.
+
+    The collector is one switch for the whole process, and the app's threads (sessions, the background work, the
+    start model read ahead) pause it at once: the last one out turns it back on, if it was on before the first
+    came in (each restoring what it found would leave it off when two overlap)."""
+    global _gc_pauses, _gc_was_on
+    with _GC_LOCK:
+        if _gc_pauses == 0:
+            _gc_was_on = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
     try:
         yield
     finally:
-        if was:
-            gc.enable()
+        with _GC_LOCK:
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_was_on:
+                gc.enable()
 
 
 def fingerprint(proto: ModelProto) -> str:

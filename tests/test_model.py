@@ -274,3 +274,29 @@ def test_save_model_reads_the_external_weights_in_and_writes_them_in_the_file_or
     assert again.has_external_data and again.external_bytes == 64 * 32 * 4
     assert (tmp_path / "out" / "beside.onnx.data").stat().st_size == 64 * 32 * 4
     assert fingerprint(with_weights(again.proto, again.base_dir)) == fingerprint(full)
+
+
+def test_the_collector_comes_back_on_when_threads_pausing_it_overlap():
+    """Two threads inside gc_paused() at once (a session's drawing and the background work): the collector
+    stays off until the last one leaves, then is on again, whichever leaves first."""
+    import gc
+    import threading
+
+    from surgery.model import gc_paused
+
+    assert gc.isenabled()
+    inside, leave = threading.Event(), threading.Event()
+
+    def other():
+        with gc_paused():
+            inside.set()
+            leave.wait(5)
+
+    t = threading.Thread(target=other)
+    with gc_paused():
+        t.start()
+        assert inside.wait(5)
+    assert not gc.isenabled()  # the other thread is still inside
+    leave.set()
+    t.join(5)
+    assert gc.isenabled()
