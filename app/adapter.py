@@ -90,13 +90,107 @@ def open_path(path: str, check_folder: bool = True, remember: bool = True) -> bo
             state().error = f"{path}: refused — only files under {root} can be opened"
             return False
     try:
-        _set_workspace(Workspace(load_model(p, content_hash=True)), p.name)
+        model = (None if check_folder else _take_read_ahead(p)) or load_model(p, content_hash=True)
+        _set_workspace(Workspace(model), p.name)
         if remember:
             remember_session(new=True)
         return True
     except ModelLoadError as exc:
         state().error = str(exc)
         return False
+
+
+# -- the start model, read ahead ------------------------------------------------------------------------------
+# `onnx-surgery app MODEL` names the model every first page shows before any browser asks for one. The server
+# process (surgery.cli.serve) reads it, with its facts and first drawing, in a thread while the browser loads
+# Streamlit's page (~0.9 s here): the first session then finds them done where it would compute them. Only the
+# first session takes the model itself (a later one reads its own copy, so no two sessions share a Workspace's
+# original); a file changed since it was read is read again.
+
+
+class _ReadAhead:
+    def __init__(self, path: Path):
+        self.path, self.stat = path, _stat(path)
+        self.model = self.facts = self.view = None
+
+
+_AHEAD: dict[Path, object] = {}  # path -> Future of its _ReadAhead
+_PREPARED: list[_ReadAhead] = []  # the one a session took, until its first view is asked for
+
+
+def _stat(path: Path) -> tuple[int, int] | None:
+    try:
+        st_ = path.stat()
+    except OSError:
+        return None
+    return st_.st_size, st_.st_mtime_ns
+
+
+def read_ahead(path: str) -> None:
+    """Start reading the start model at `path` (its facts, its first drawing) in a thread of this process."""
+    from concurrent.futures import Future
+    from threading import Thread
+
+    p = Path(path).expanduser().resolve()
+    future: Future = Future()
+    _AHEAD[p] = future
+
+    def work():
+        try:
+            future.set_result(_read(p))
+        except (
+            BaseException
+        ) as exc:  # a bad file: the page reads it again and says why, as without a read ahead
+            future.set_exception(exc)
+
+    Thread(target=work, name="onnx-surgery-read-ahead", daemon=True).start()
+
+
+def _read(path: Path) -> _ReadAhead:
+    from surgery.graph import GraphFacts
+    from surgery.view import structure
+
+    ahead = _ReadAhead(path)
+    ahead.model = load_model(path, content_hash=True)
+    proto = ahead.model.proto
+    # as the first page asks for them: a big model's declared types, a smaller one's inferred shapes
+    # (GraphFacts.of keeps those for this proto itself)
+    ahead.facts = GraphFacts.of(proto, infer=len(proto.graph.node) <= SHAPES_LATER_OVER)
+    ahead.view = structure(ahead.facts)
+    return ahead
+
+
+def _take_read_ahead(path: Path):
+    """The start model read ahead from `path` (once: None for the next session, as when nothing was read ahead,
+    the read failed, or the file changed since)."""
+    future = _AHEAD.pop(path, None)
+    if future is None:
+        return None
+    try:
+        ahead = future.result()
+    except Exception:
+        return None
+    if ahead.stat is None or ahead.stat != _stat(path):
+        return None
+    _PREPARED[:] = [ahead]
+    return ahead.model
+
+
+def _prepared(facts=None, model=None):
+    """The read-ahead record whose facts are `facts` (or whose model is `model`), if a session took it."""
+    for ahead in _PREPARED:
+        if (facts is not None and ahead.facts is facts) or (model is not None and ahead.model.proto is model):
+            return ahead
+    return None
+
+
+def first_view(facts):
+    """The whole graph's drawing read ahead for these very facts, given once; None otherwise."""
+    ahead = _prepared(facts=facts)
+    if ahead is None:
+        return None
+    _PREPARED.clear()  # nothing more to hand out: the caches that asked hold what they need
+    return ahead.view
 
 
 def has_model() -> bool:
@@ -269,6 +363,9 @@ _SHAPES = ThreadPoolExecutor(max_workers=1, thread_name_prefix="onnx-surgery-sha
 def _declared_facts(fp: str, _model):
     from surgery.graph import GraphFacts
 
+    ahead = _prepared(model=_model)
+    if ahead is not None and not ahead.facts.inferred:
+        return ahead.facts
     return GraphFacts.of(_model, infer=False)
 
 

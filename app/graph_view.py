@@ -13,6 +13,10 @@ def _structure(
 ):
     from surgery.view import structure
 
+    if focus is None and scope is None:
+        ready = adapter.first_view(_facts)  # the start model's, read ahead by the server
+        if ready is not None:
+            return ready
     return structure(_facts, focus=focus, hops=hops, scope=scope, context=context)
 
 

@@ -3,7 +3,9 @@ downloaded) at 1600×1000.
 
 - server up: from starting the server (as `onnx-surgery app MODEL` does) until it answers;
 - open: from the page request until the graph is drawn, read from the page's own clock (a model over 20k nodes
-  is drawn first, collapsed, and checked on request; a smaller one's checks start once it is drawn);
+  is drawn first, collapsed, and checked on request; a smaller one's checks start once it is drawn). The page is
+  requested as soon as the server answers; with `--late S`, S seconds later, as a person who opens the address
+  `onnx-surgery app` prints: the server reads the start model ahead, once it answers (surgery/cli/serve.py);
 - search + focus: type a node's name in the search box, Enter (selects the first match), turn Focus on, until
   the focus window around that node is drawn (a model under 200 nodes is drawn whole: the search alone); once
   right after the drawing, once more (another node) with the page idle, 3 s after Focus was turned off;
@@ -16,7 +18,7 @@ downloaded) at 1600×1000.
 The machine's load average is printed with the figures: on a shared 2-core machine a busy neighbour doubles them.
 Each model is opened `--repeat` times (a new server each time); the table gives the median and the range.
 
-    python bench/app_open.py [--sizes 10000 100000] [--external-gib 2] [--embedded-gib 0.5] [--repeat 3]
+    python bench/app_open.py [--sizes 10000 100000] [--external-gib 2] [--embedded-gib 0.5] [--repeat 3] [--late 0]
 """
 
 from __future__ import annotations
@@ -147,7 +149,9 @@ def search_and_focus(page, key: str) -> float:
     return time.perf_counter() - t
 
 
-def open_and_time(browser, model: Path, search_for: tuple[str, str] | None, big: bool = False):
+def open_and_time(
+    browser, model: Path, search_for: tuple[str, str] | None, big: bool = False, late: float = 0.0
+):
     started = time.perf_counter()
     proc, url = start_server(model, max_upload_mb=4096)
     up = (
@@ -157,6 +161,7 @@ def open_and_time(browser, model: Path, search_for: tuple[str, str] | None, big:
         page = browser.new_page(viewport={"width": 1600, "height": 1000})
         page.set_default_timeout(600_000)
         page.add_init_script(DRAWN_CLOCK)
+        time.sleep(late)
         t = time.perf_counter()
         page.goto(url)
         page.locator(".wb-title b", has_text=model.name).wait_for()
@@ -211,8 +216,13 @@ def main() -> None:
     ap.add_argument("--external-gib", type=float, default=2.0, help="0 to skip")
     ap.add_argument("--embedded-gib", type=float, default=0.5, help="weights in the model file; 0 to skip")
     ap.add_argument("--repeat", type=int, default=3, help="opens of each model (median and range reported)")
+    ap.add_argument(
+        "--late", type=float, default=0.0, help="request the page this many s after the server answers"
+    )
     args = ap.parse_args()
     print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
+    if args.late:
+        print(f"each page requested {args.late:g} s after its server answers", flush=True)
     rows = []
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
@@ -228,17 +238,17 @@ def main() -> None:
             softmax = [n.name for n in model.graph.node if n.op_type == "Softmax"]
             targets = (softmax[len(softmax) // 2], softmax[-1])  # two nodes far apart: one search each
             big = len(model.graph.node) > 20_000
-            runs = repeated(args.repeat, open_and_time, browser, path, targets, big)
+            runs = repeated(args.repeat, open_and_time, browser, path, targets, big, args.late)
             note = "checked on request (over 20k nodes)" if len(model.graph.node) > 20_000 else ""
             name = f"transformer stack, {len(model.graph.node):,} nodes"
             rows.append((name, *runs, note))
         if args.external_gib:
             path, size = external_model(Path(tmp), args.external_gib)
-            runs = repeated(args.repeat, open_and_time, browser, path, None)
+            runs = repeated(args.repeat, open_and_time, browser, path, None, False, args.late)
             rows.append(("11 nodes + external weights", *runs, f"{size / 1024**3:.2f} GiB of weights"))
         if args.embedded_gib:
             path, size = embedded_model(Path(tmp), args.embedded_gib)
-            runs = repeated(args.repeat, open_and_time, browser, path, None)
+            runs = repeated(args.repeat, open_and_time, browser, path, None, False, args.late)
             rows.append(("11 nodes, weights in the file", *runs, f"{size / 1024**3:.2f} GiB of weights"))
         browser.close()
     print(f"load average after: {os.getloadavg()[0]:.1f}")

@@ -528,3 +528,67 @@ def test_a_node_fixed_with_its_reader_says_so_and_leads_to_the_fix(tmp_path, mon
     at.run()
     assert at.session_state["selected"] == fx.node
     assert any(b.key == "apply-dynamic-quantization-to-float" for b in at.button)
+
+
+@pytest.mark.parametrize("big", [False, True], ids=["inferred-first", "declared-first"])
+def test_the_start_model_read_ahead_by_the_server_is_what_the_first_page_shows(big, tmp_path, monkeypatch):
+    """`onnx-surgery app MODEL`'s server reads the model, its facts and its first drawing while the browser loads
+    the page: the first session shows them without reading or laying out again (a model drawn with its shapes,
+    and one drawn first with its declared types); the next session reads its own copy."""
+    import onnx
+    from test_view import scoped_chain
+
+    import surgery.view
+
+    model = scoped_chain(500)
+    model.doc_string = f"read ahead, {'big' if big else 'small'}"  # no cache of another test knows it
+    path = tmp_path / "ahead.onnx"
+    onnx.save(model, path)
+    monkeypatch.setenv("ONNX_SURGERY_START_MODEL", str(path))
+    monkeypatch.syspath_prepend(str(Path(MAIN).parent))
+    import adapter
+
+    if big:
+        monkeypatch.setattr(adapter, "SHAPES_LATER_OVER", 100)
+    adapter.read_ahead(str(path))
+    ahead = adapter._AHEAD[path.resolve()].result()
+    assert ahead.facts.inferred is not big
+
+    laid_out, real_structure = [], surgery.view.structure
+
+    def structure(facts, **kwargs):
+        laid_out.append(kwargs)
+        return real_structure(facts, **kwargs)
+
+    def read_again(*args, **kwargs):
+        raise AssertionError("the start model was read again")
+
+    monkeypatch.setattr(surgery.view, "structure", structure)
+    real_load = adapter.load_model
+    monkeypatch.setattr(adapter, "load_model", read_again)
+    at = run_page(targets=["tensorrt-static@10.15"])
+    assert at.session_state["ws"].original is ahead.model
+    assert any("2000 nodes collapsed into" in c.value for c in at.caption), [c.value for c in at.caption]
+    assert not [k for k in laid_out if not k.get("focus") and not k.get("scope")], laid_out
+
+    monkeypatch.setattr(adapter, "load_model", real_load)
+    second = run_page(targets=["tensorrt-static@10.15"])
+    assert second.session_state["ws"].original is not ahead.model
+    assert second.session_state["ws"].original.content_hash == ahead.model.content_hash
+
+
+def test_a_start_model_changed_after_it_was_read_ahead_is_read_again(tmp_path, monkeypatch):
+    import onnx
+    from test_view import scoped_chain
+
+    path = tmp_path / "changed.onnx"
+    onnx.save(scoped_chain(500), path)
+    monkeypatch.setenv("ONNX_SURGERY_START_MODEL", str(path))
+    monkeypatch.syspath_prepend(str(Path(MAIN).parent))
+    import adapter
+
+    adapter.read_ahead(str(path))
+    adapter._AHEAD[path.resolve()].result()
+    onnx.save(scoped_chain(510), path)  # rewritten since: 2040 nodes
+    at = run_page(targets=["tensorrt-static@10.15"])
+    assert any("2040 nodes collapsed into" in c.value for c in at.caption), [c.value for c in at.caption]

@@ -72,3 +72,36 @@ def test_a_fix_survives_killing_the_server_and_reloading(tmp_path):
             browser.close()
     finally:
         stop_server(server, signal.SIGTERM)
+
+
+def test_the_start_model_is_read_ahead_and_drawn_when_the_page_is_opened(tmp_path):
+    """`onnx-surgery app MODEL`'s server reads MODEL once it answers (Streamlit's `_on_server_start` hook,
+    surgery/cli/serve.py): a page opened a moment later shows that model, drawn collapsed, with no error."""
+    import time
+
+    import onnx
+    from playwright.sync_api import sync_playwright
+    from streamlit.web import bootstrap
+    from test_view import scoped_chain
+
+    assert callable(getattr(bootstrap, "_on_server_start", None)), "Streamlit's server-start hook is gone"
+    path = tmp_path / "start.onnx"
+    onnx.save(scoped_chain(500), path)
+    server, url = start_server(path)
+    try:
+        time.sleep(1.0)  # as a person opening the printed address: the model is read by then
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+            page = browser.new_page(viewport={"width": 1600, "height": 1000})
+            page.set_default_timeout(90_000)
+            page.goto(url)
+            page.locator(".wb-title b", has_text="start.onnx").wait_for()
+            page.get_by_text("2000 nodes collapsed into").first.wait_for()
+            page.wait_for_function(  # drawn on screen (app/static/graph.js marks it)
+                "() => { const g = globalThis.__onnxSurgeryGraph; return g && g.el.getAttribute('data-drawn') === '1'"
+                " && g.data.nodes.length > 10; }"
+            )
+            assert "Traceback" not in page.inner_text("body")
+            browser.close()
+    finally:
+        stop_server(server)

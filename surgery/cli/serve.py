@@ -9,10 +9,14 @@ where `onnx-surgery app` prints its address: a page, the first one included, the
 
 Streamlit's full collection after every script run (`runner.postScriptGC`) is turned off: with a 100k-node model's
 facts cached it walks them after each rerun (0.07-0.13 s here, more in a busy server), and the next rerun, the
-click a user makes right after a search, waits for it. Python's own generational collector still runs."""
+click a user makes right after a search, waits for it. Python's own generational collector still runs.
+
+The start model (`onnx-surgery app MODEL`) is read ahead, with its facts and first drawing, in a thread of the
+server while it starts and the browser loads the page (app/adapter.py, `read_ahead`)."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 
@@ -40,7 +44,22 @@ def main() -> None:
     # walk it again; gc.freeze's documented use)
     gc.collect()
     gc.freeze()
-    from streamlit.web import cli
+    from streamlit.web import bootstrap, cli
+
+    start = os.environ.get("ONNX_SURGERY_START_MODEL")
+    on_start = getattr(bootstrap, "_on_server_start", None)
+    if start and on_start is not None:
+        # read once the server answers, while the browser loads the page (read while the server starts, the
+        # model held the interpreter's lock and the server answered 1 s later); app/adapter.py says how the page
+        # uses it. `_on_server_start` is Streamlit's hook that bootstrap.run calls once the server listens:
+        # without it, nothing is read ahead.
+        import adapter
+
+        def started(server):
+            on_start(server)
+            adapter.read_ahead(start)
+
+        bootstrap._on_server_start = started
 
     args = sys.argv[1:]
     if args[:1] == ["run"] and not any(a.startswith("--runner.postScriptGC") for a in args):
