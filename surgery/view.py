@@ -17,6 +17,7 @@ Scopes (the `scope` argument, and the id of a group node after its ``group:`` pr
 from __future__ import annotations
 
 import hashlib
+import re
 from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field
 
@@ -498,23 +499,35 @@ def _dim(d) -> str:
 EDGE_LABEL_CHARS = 36
 
 
+# the names torch's exporter makes up for a dim it cannot name ("Reshapeoutput_0_dim_2",
+# "LayerNormalizationoutput_0_dim_1"): numbered, as inference's unk__3, not chosen by anyone
+_EXPORTER_NUMBERED = re.compile(r"[A-Za-z]+output_\d+_dim_\d+")
+LONG_NAME_CHARS = 12
+
+
 def _edge_dim(d) -> str:
     """A dim for "×"-joined text: an expression (symbolic inference's "floor(h/2 - 1/2) + 1") in parentheses,
-    so that "16×(floor(h/2 - 1/2) + 1)" cannot be read as "16×floor(…) + 1"."""
+    so that "16×(floor(h/2 - 1/2) + 1)" cannot be read as "16×floor(…) + 1"; a name the exporter numbered, "?"."""
+    if isinstance(d, str) and _EXPORTER_NUMBERED.fullmatch(d):
+        return "?"
     text = _dim(d)
     return f"({text})" if isinstance(d, str) and any(c in text for c in " +*/()") else text
 
 
 def tensor_label(info: TensorInfo) -> str:
     """A tensor's dtype and shape as an edge shows it: "1×3×224×224" for float32, "int64 4" otherwise; "" when
-    nothing is known. Dims that inference only numbered (unk__0) or that are negative show as "?"; a label
-    longer than EDGE_LABEL_CHARS shows its expression dims as "(…)" (the hover text writes them out)."""
+    nothing is known. Dims that inference or the exporter only numbered (unk__0, Addoutput_0_dim_1) or that are
+    negative show as "?"; a label longer than EDGE_LABEL_CHARS shows its expression dims as "(…)", then its
+    names longer than LONG_NAME_CHARS as "…" (the hover text writes them out)."""
     if info.shape is None:
         return "" if not info.dtype else info.dtype_name.lower()
     parts = [_edge_dim(d) for d in info.shape]
     dims = "×".join(parts) or "scalar"
     if len(dims) > EDGE_LABEL_CHARS:
-        dims = "×".join("(…)" if p.startswith("(") else p for p in parts)
+        parts = ["(…)" if p.startswith("(") else p for p in parts]
+        dims = "×".join(parts)
+    if len(dims) > EDGE_LABEL_CHARS:
+        dims = "×".join("…" if len(p) > LONG_NAME_CHARS else p for p in parts)
     if info.dtype_name in ("FLOAT", "?"):
         return dims
     return f"{info.dtype_name.lower()} {dims}"

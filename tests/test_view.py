@@ -244,6 +244,12 @@ def test_dims_only_numbered_by_inference_show_as_question_marks():
     )
     long = ("batch", 16, "floor(height/2 - 1/2) + 1", "floor(width/2 - 1/2) + 1")
     assert tensor_label(TensorInfo("t", TensorProto.FLOAT, long)) == "batch×16×(…)×(…)"
+    # torch's exporter numbers the dims it cannot name: "?" as inference's; a chosen name stays until too long
+    torch = ("Reshapeoutput_0_dim_0", 256, "LayerNormalizationoutput_0_dim_1")
+    assert tensor_label(TensorInfo("t", TensorProto.FLOAT, torch)) == "?×256×?"
+    named = ("batch_size", "sequence_length_with_past", "num_attention_heads", 64)
+    assert len("×".join(map(str, named))) > 36
+    assert tensor_label(TensorInfo("t", TensorProto.FLOAT, named)) == "batch_size×…×…×64"
 
 
 def test_a_readers_constants_share_one_compact_box_that_never_overlaps():
