@@ -136,11 +136,11 @@ def read_ahead(path: str) -> None:
     _AHEAD[p] = future
 
     def work():
+        # whatever goes wrong (a bad file), the page reads the file again and says why, as without a read ahead;
+        # the Future always gets an answer, so no page waits on it for ever
         try:
             future.set_result(_read(p))
-        except (
-            BaseException
-        ) as exc:  # a bad file: the page reads it again and says why, as without a read ahead
+        except BaseException as exc:
             future.set_exception(exc)
 
     Thread(target=work, name="onnx-surgery-read-ahead", daemon=True).start()
@@ -168,7 +168,7 @@ def _take_read_ahead(path: Path):
         return None
     try:
         ahead = future.result()
-    except Exception:
+    except BaseException:  # raised in the reading thread, never this page's own control flow
         return None
     if ahead.stat is None or ahead.stat != _stat(path):
         return None
