@@ -3,8 +3,9 @@ top to bottom, plus the figures that say how good a layout is.
 
 Two engines:
 - ``dot``: Graphviz's dot (network-simplex ranking, crossing minimisation, splines that go around nodes), used
-  when the `dot` program is installed (Debian: ``apt-get install graphviz``) and the graph is small enough for it
-  to finish quickly (it needs ~0.4 s for 1.7k nodes but minutes for 10k);
+  when the `dot` program is installed (Debian: ``apt-get install graphviz``) and the graph's work (`dot_work`:
+  boxes, and a dummy per layer each long edge crosses) is small enough for it to finish within about a second
+  (0.4 s for a 1.7k-node chain, but over a minute for DenseNet-121's 619 densely joined boxes, or for 10k nodes);
 - ``builtin``: this module's own, linear-ish in the graph's size: layers by longest path (sources pulled down
   next to their first reader), long edges split by dummy nodes, barycentre sweeps against crossings, and
   x coordinates by isotonic regression (each node as near the mean of its neighbours as the boxes' widths
@@ -23,8 +24,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 Point = tuple[float, float]
-DOT_MAX_NODES = 2500  # above this, dot takes seconds to minutes: the builtin engine lays out instead
-DOT_TIMEOUT_S = 8.0
+# Above this much work (dot_work: boxes + long edges' dummies) the builtin engine lays out: dot's time grows
+# faster than the work (generated dense blocks: 0.78 s at 4,585, 1.54 s at 6,113, 5.8 s at 9,897), and
+# `python bench/dot_cost.py` picks 6,112 as the largest bound under which every tuning layout kept to 1 s
+# (DenseNet-121's first drawing: 619 boxes, 23,635 work, dot past 60 s; every held-out corpus model under 1 s).
+DOT_MAX_WORK = 6000
+DOT_TIMEOUT_S = 3.0  # were the bound wrong for some graph: the builtin engine after this long
 
 
 @dataclass
@@ -54,13 +59,15 @@ def layered(
     gap_y: float = 46,
 ) -> Layout:
     """Lay out the boxes `sizes` (id -> (width, height), in the order of a topological sort where there is one)
-    joined by `edges`. `engine`: "auto" (dot where installed and small enough, else builtin), "dot" or
+    joined by `edges`. `engine`: "auto" (dot where installed and the work small enough, else builtin), "dot" or
     "builtin". `anchors`: the boxes that start the graph (its inputs); the rest of what has no input is
     placed next to its readers."""
     t = time.perf_counter()
     edges = [(a, b) for a, b in edges if a in sizes and b in sizes and a != b]
     out = None
-    if engine == "dot" or (engine == "auto" and len(sizes) <= DOT_MAX_NODES and dot_available()):
+    if engine == "dot" or (
+        engine == "auto" and dot_available() and dot_work(sizes, edges, anchors) <= DOT_MAX_WORK
+    ):
         try:
             out = _dot(sizes, edges, gap_x, gap_y)
         except (OSError, subprocess.SubprocessError, ValueError):
@@ -70,6 +77,32 @@ def layered(
         out = _builtin(sizes, edges, gap_x, gap_y, anchors)
     out.seconds = time.perf_counter() - t
     return out
+
+
+def dot_work(
+    sizes: dict[str, tuple[float, float]], edges: list[tuple[str, str]], anchors: set[str] | None = None
+) -> int:
+    """What dot's crossing reduction works on, as the builtin layering counts it: the boxes, and a dummy node
+    for every layer a long edge crosses. A densely connected graph (DenseNet's concatenations of every earlier
+    layer) has few boxes and many dummies: 619 boxes, and dot ran past 8 s."""
+    ids, succ, pred, rank = _ranked(sizes, edges)
+    layer = _layers(ids, succ, pred, anchors)
+    return len(ids) + sum(abs(layer[b] - layer[a]) - 1 for a, b in edges if abs(layer[b] - layer[a]) > 1)
+
+
+def _ranked(sizes, edges):
+    """(ids in a topological order, successors, predecessors, each id's rank in that order); an edge against the
+    order (a cycle) is taken reversed."""
+    ids = _topological(list(sizes), edges)
+    rank = {v: i for i, v in enumerate(ids)}
+    succ: dict[str, list[str]] = defaultdict(list)
+    pred: dict[str, list[str]] = defaultdict(list)
+    for a, b in edges:
+        if rank[a] > rank[b]:  # a back edge (a cycle): lay it out reversed
+            a, b = b, a
+        succ[a].append(b)
+        pred[b].append(a)
+    return ids, succ, pred, rank
 
 
 # -- builtin ---------------------------------------------------------------------------------------------------
@@ -162,15 +195,7 @@ def _isotonic(want: list[float], widths: list[float], gap: float) -> list[float]
 
 
 def _builtin(sizes, edges, gap_x, gap_y, anchors=None) -> Layout:
-    ids = _topological(list(sizes), edges)
-    rank = {v: i for i, v in enumerate(ids)}
-    succ: dict[str, list[str]] = defaultdict(list)
-    pred: dict[str, list[str]] = defaultdict(list)
-    for a, b in edges:
-        if rank[a] > rank[b]:  # a back edge (a cycle): lay it out reversed
-            a, b = b, a
-        succ[a].append(b)
-        pred[b].append(a)
+    ids, succ, pred, rank = _ranked(sizes, edges)
     layer = _layers(ids, succ, pred, anchors)
     # long edges become chains of dummy nodes, one per layer crossed
     width = {v: sizes[v][0] for v in ids}

@@ -67,3 +67,31 @@ def test_quality_counts_what_it_says():
     assert quality(lay, sizes, [])["overlaps"] == 1
     curved = polyline([(0, 0), (0, 10), (10, 20), (10, 30)], True, steps=4)
     assert curved[0] == (0, 0) and curved[-1] == pytest.approx((10, 30)) and len(curved) == 5
+
+
+def test_a_densely_joined_graph_is_laid_out_by_the_builtin_engine_without_waiting_for_dot():
+    """Few boxes, many long edges (every layer reads every earlier one, as DenseNet's concatenations): dot's
+    work is the dummies, not the boxes. Such a graph goes to the builtin engine at once; a chain of as many boxes
+    still goes to dot."""
+    import time
+
+    from surgery.layout import DOT_MAX_WORK, dot_work
+
+    sizes, edges, prev = {"in": (80.0, 30.0)}, [], "in"
+    for b in range(3):  # 3 dense blocks of 24 layers: 145 boxes (dot: ~12 s, bench/dot_cost.py)
+        members = [prev]
+        for i in range(24):
+            conv, cat = f"b{b}conv{i}", f"b{b}cat{i}"
+            sizes[conv] = sizes[cat] = (90.0, 30.0)
+            edges += [(members[-1], conv), (conv, cat), *((m, cat) for m in members)]
+            members.append(cat)
+        prev = members[-1]
+    assert len(sizes) < DOT_MAX_WORK < dot_work(sizes, edges)
+    t = time.perf_counter()
+    assert layered(sizes, edges).engine == "builtin"
+    assert time.perf_counter() - t < 2.0
+    ids = list(sizes)
+    chain = list(zip(ids, ids[1:]))
+    assert dot_work(sizes, chain) == len(sizes)
+    if dot_available():
+        assert layered(sizes, chain).engine == "dot"
