@@ -66,7 +66,10 @@ def layered(
     edges = [(a, b) for a, b in edges if a in sizes and b in sizes and a != b]
     out = None
     if engine == "dot" or (
-        engine == "auto" and dot_available() and dot_work(sizes, edges, anchors) <= DOT_MAX_WORK
+        engine == "auto"
+        and len(sizes) <= DOT_MAX_WORK  # the work is at least the boxes: no need to count it past them
+        and dot_available()
+        and dot_work(sizes, edges, anchors) <= DOT_MAX_WORK
     ):
         try:
             out = _dot(sizes, edges, gap_x, gap_y)
