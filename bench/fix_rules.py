@@ -15,8 +15,9 @@ from pathlib import Path
 
 from surgery.diagnose import check_model
 from surgery.model import load_model
-from surgery.rulebook import load_rules, run_rules, verify_result
+from surgery.rulebook import load_rules
 from surgery.samples import lessons, sample_path
+from surgery.usecases.fix import FixRequest, fix
 from surgery.workspace import Workspace
 
 VALUES = {"dynamic_input_unshaped": {"shape": [1, 3, 32, 32]}}
@@ -27,12 +28,12 @@ def one(path: Path, target: str, rules, values) -> str:
     base = ws.original.base_dir
     before = check_model(ws.current, [target], base)[0]
     t0 = time.perf_counter()
-    applied, refused = run_rules(ws, rules, [target], values=values)
+    outcome = fix(ws, FixRequest([target], rules, values=values or {}), before=[before])
+    applied, refused, after = outcome.applied, outcome.refused, outcome.after[0]
     seconds = time.perf_counter() - t0
-    after = check_model(ws.current, [target], base)[0]
     worst = "-"
     if applied:
-        report = verify_result(ws, applied)
+        report = outcome.overall
         worst = (
             report.summary()
             if report.status == "skipped"

@@ -70,14 +70,16 @@ def test_values(path: Path) -> dict:
 
 
 def repair(path: Path, target: str, rules, max_steps: int, answers: dict | None = None) -> dict:
-    """One model, one target: before, steps, after, verification, why still refused. When the model is still
-    refused and a rule asks for a value the model's test data has (`answers`), the user's answers are given and
-    `fix` runs again: those rows say which inputs were pinned."""
+    """One model, one target, through the `fix` use case (surgery.usecases.fix, as the CLI runs it): before,
+    steps, after, verification, why still refused, and the steps undone because they broke a promise (a cut,
+    beyond the rule's bound, did not cure), counted apart. When the model is still refused and a rule asks for a
+    value the model's test data has (`answers`), the user's answers are given and `fix` runs again: those rows say
+    which inputs were pinned."""
     from surgery.backends.base import Outcome
     from surgery.diagnose import check_one
     from surgery.model import load_model
-    from surgery.rulebook import applies_to, run_rules, verify_result
     from surgery.rulebook.tracer import unrepaired
+    from surgery.usecases.fix import FixRequest, fix
     from surgery.workspace import Workspace
 
     model = load_model(path)
@@ -87,23 +89,27 @@ def repair(path: Path, target: str, rules, max_steps: int, answers: dict | None 
     row = {"target": target, "before": before.outcome.value, "before_reasons": before.reasons()[:2]}
     if before.outcome is not Outcome.REJECTS:
         return row
-    active = [r for r in rules if applies_to(r, [target])]
-    applied, refused = run_rules(ws, active, [target], max_steps)
-    after = check_one(ws.current, target, base, depth="parse")
+    request = FixRequest([target], rules, depth="parse", max_steps=max_steps)
+    outcome = fix(ws, request, before=[before])
+    applied, refused, after = outcome.applied, outcome.refused, outcome.after[0]
     row["repaired_without_answers"] = after.outcome is Outcome.ACCEPTS
     if after.outcome is not Outcome.ACCEPTS and answers:
-        more, refused_more = run_rules(ws, active, [target], max_steps, values={"value": answers})
-        if more:
-            applied += more
-            refused += refused_more
-            after = check_one(ws.current, target, base, depth="parse")
+        request.values = {"value": answers}
+        more = fix(ws, request, before=[after])
+        if more.applied:
+            applied += more.applied
+            refused += more.refused
+            after = more.after[0]
         row["pinned"] = [
-            a.proposal.step.params["input"] for a in more if a.proposal.rule.id == "pin-config-input"
+            a.proposal.step.params["input"] for a in more.applied if a.proposal.rule.id == "pin-config-input"
         ]
+    from surgery.rulebook.engine import verify_result
+
     overall = verify_result(ws, applied)
     row.update(
         steps=[f"{a.proposal.rule.id} on {a.proposal.op_type} '{a.proposal.node}'" for a in applied],
-        cut=[a.proposal.rule.id for a in applied if a.proposal.step.fix == "extract_subgraph"],
+        cut=[a.proposal.rule.id for a in applied if a.cut],
+        undone={kind: sum(f": {words}" in line for line in refused) for kind, words in UNDONE.items()},
         after=after.outcome.value,
         verification=None if overall is None else overall.status,
         verification_line=None if overall is None else overall.summary(),
@@ -112,6 +118,10 @@ def repair(path: Path, target: str, rules, max_steps: int, answers: dict | None 
         why=[line for _, line in unrepaired(ws.current, [after], rules)][:3],
     )
     return row
+
+
+# the steps `fix` undoes because they break a promise, by the words it says them in (surgery.rulebook.engine)
+UNDONE = {"cut": "a cut, not a repair", "beyond bound": "beyond its bound", "not cured": "did not cure"}
 
 
 def _flags(record: dict) -> bool:

@@ -12,7 +12,9 @@ NaN in the same place in both outputs counts as equal; NaN on one side only coun
 
 Thresholds for an EXACT fix (mean relative error): `rtol_fp32` (1e-6) for float32 and float64 outputs, 1e-3 for
 float16/bfloat16 (10 mantissa bits), and 0 for integer and bool outputs (any difference is a different result).
-APPROXIMATE and CHANGES_SEMANTICS fixes are reported with their numbers but never fail on them.
+An APPROXIMATE fix is held to the `bound` its rule states: on every output, the max absolute error as a fraction of
+that output's range in the original (max - min over the run's finite values; `OutputError.of_range`). Without a
+bound, and for CHANGES_SEMANTICS fixes, the numbers are reported but never fail.
 
 Symbolic input dims take their size from `dims` (by name), else from the changed model where it fixed that dim
 (after freeze_shapes), else the first of FREE_DIM_SIZES (1, 16, 512, 16000) at which the original runs. A model onnxruntime cannot run (custom op, plugin node) gives status `skipped`
@@ -88,6 +90,9 @@ class OutputError:
     note: str = ""
     dtype: str = ""
     changed_name: str = ""  # the name in the changed model when the output was renamed
+    of_range: float = (
+        0.0  # max_abs as a fraction of the original output's range (what an approximate bound caps)
+    )
 
 
 @dataclass
@@ -98,6 +103,9 @@ class VerifyReport:
     message: str = ""
     seed: int = 0
     feeds: dict[str, list[int]] = field(default_factory=dict)  # input name -> the shape it ran with
+    bound: float | None = (
+        None  # an approximate fix's promise: max abs within this fraction of each output's range
+    )
 
     @property
     def ok(self) -> bool:
@@ -111,13 +119,16 @@ class VerifyReport:
     def summary(self) -> str:
         if self.status == "skipped":
             return f"not verified: {self.message}"
+        ranged = self.safety == "approximate"
         per = "; ".join(
-            f"{o.name}{' -> ' + o.changed_name if o.changed_name else ''}: max abs {o.max_abs:.3g}, "
-            f"mean rel {o.mean_rel:.3g}"
+            f"{o.name}{' -> ' + o.changed_name if o.changed_name else ''}: max abs {o.max_abs:.3g}"
+            + (f" ({o.of_range:.2%} of its range)" if ranged else "")
+            + f", mean rel {o.mean_rel:.3g}"
             for o in self.outputs
         )
         head = {"ok": "verified", "failed": "VERIFICATION FAILED"}[self.status]
-        return f"{head} ({self.safety}, seed {self.seed}): {per}" + (
+        within = f", bound {self.bound:.2%} of range" if self.bound is not None else ""
+        return f"{head} ({self.safety}{within}, seed {self.seed}): {per}" + (
             f" — {self.message}" if self.message else ""
         )
 
@@ -296,13 +307,15 @@ def verify(
     safety: Safety | str = Safety.EXACT,
     rtol_fp32: float = EXACT_MEAN_REL_FP32,
     dims: dict[str, int] | None = None,
+    bound: float | None = None,
 ) -> VerifyReport:
     """Run both models on the same inputs and compare every output of the original.
 
     Outputs are matched by name; an output of the original missing from the changed model is matched to an
     unmatched output at the same position (reported as renamed), else reported as removed. An EXACT fix fails
     when an output's mean relative error exceeds its dtype's threshold (see the module doc), when an output's
-    shape or dtype changes, or when an output is removed. Without `feeds`, bool inputs are also fed all true and
+    shape or dtype changes, or when an output is removed; an APPROXIMATE fix with a `bound` fails when an output's
+    max absolute error passes that fraction of its range (or its shape or dtype changes). Without `feeds`, bool inputs are also fed all true and
     all false (see BOOL_COMBINATIONS_UP_TO); the report then holds the worst of the runs, per output.
     """
     report, used = _verify_once(
@@ -314,6 +327,7 @@ def verify(
         safety=safety,
         rtol_fp32=rtol_fp32,
         dims=dims,
+        bound=bound,
     )
     if feeds is not None or report.status == "skipped" or not used:
         return report
@@ -333,7 +347,14 @@ def verify(
             variant[name] = np.full(np.shape(used[name]), value, dtype=np.bool_)
         said.append(", ".join(f"{n}={'true' if v else 'false'}" for n, v in zip(flags, way)))
         one, _ = _verify_once(
-            original, changed, base_dir=base_dir, feeds=variant, seed=seed, safety=safety, rtol_fp32=rtol_fp32
+            original,
+            changed,
+            base_dir=base_dir,
+            feeds=variant,
+            seed=seed,
+            safety=safety,
+            rtol_fp32=rtol_fp32,
+            bound=bound,
         )
         reports.append(one)
     return _worst(reports, f"bool inputs fed both ways ({'; '.join(said)}) as well as seeded")
@@ -359,11 +380,13 @@ def _worst(reports: list[VerifyReport], note: str) -> VerifyReport:
                 worst.note,
                 o.dtype,
                 o.changed_name,
+                max(e.of_range for e in same),
             )
         )
     messages = list(dict.fromkeys(m for r in reports for m in r.message.split("; ") if m))
     status = "failed" if any(r.status == "failed" for r in reports) else "ok"
-    return VerifyReport(status, first.safety, outputs, "; ".join([*messages, note]), first.seed, first.feeds)
+    joined = "; ".join([*messages, note])
+    return VerifyReport(status, first.safety, outputs, joined, first.seed, first.feeds, first.bound)
 
 
 def _verify_once(
@@ -376,9 +399,11 @@ def _verify_once(
     safety: Safety | str = Safety.EXACT,
     rtol_fp32: float = EXACT_MEAN_REL_FP32,
     dims: dict[str, int] | None = None,
+    bound: float | None = None,
 ) -> tuple[VerifyReport, dict[str, np.ndarray] | None]:
     """`verify` on one set of inputs: the report and the inputs it ran with (None when it did not run)."""
     safety = Safety(safety)
+    bound = bound if safety is Safety.APPROXIMATE else None
     # a changed model may expose tensors the original computes inside (an extracted subgraph): compare those
     reference = _with_outputs(original, [o.name for o in changed.graph.output])
     shapes: dict = {}
@@ -393,7 +418,7 @@ def _verify_once(
                 if "no value for input" in str(exc):
                     raise
                 return VerifyReport(
-                    "skipped", safety.value, message=f"no inputs to run with: {exc}", seed=seed
+                    "skipped", safety.value, message=f"no inputs to run with: {exc}", seed=seed, bound=bound
                 ), None
         else:
             a = _run_or_cone(reference, original, changed, feeds, base_dir)
@@ -408,6 +433,7 @@ def _verify_once(
             message=f"not verifiable with onnxruntime: the {which} model does not run ({line})",
             seed=seed,
             feeds=shapes,
+            bound=bound,
         ), None
     declared = [o.name for o in original.graph.output]
     a_order = declared + [n for n in a if n not in declared]
@@ -427,6 +453,7 @@ def _verify_once(
             notes.append(f"output '{name}' removed from the changed model")
             failed = failed or safety is not Safety.CHANGES_SEMANTICS
     notes += [f"new output '{n}'" for n in unmatched_b]
+    held = safety is Safety.EXACT or bound is not None  # a shape or dtype change fails what promises numbers
     outputs = []
     for name, other_name in pairs:
         keys = _zipmap_keys(original, name)
@@ -451,20 +478,28 @@ def _verify_once(
             err = 0.0 if same else float("inf")
             outputs.append(OutputError(name, err, err, value.shape, dtype_note, str(value.dtype), renamed))
         else:
+            max_abs = max_abs_error(value, other)
             outputs.append(
                 OutputError(
                     name,
-                    max_abs_error(value, other),
+                    max_abs,
                     mean_relative_error(value, other),
                     tuple(value.shape),
                     dtype_note,
                     str(value.dtype),
                     renamed,
+                    share_of_range(max_abs, value),
                 )
             )
         if dtype_note:
             notes.append(f"output '{name}': {dtype_note}")
-            failed = failed or safety is Safety.EXACT
+            failed = failed or held
+        if bound is not None and outputs[-1].of_range > bound:
+            failed = True
+            notes.append(
+                f"output '{name}': beyond the rule's bound: max abs {outputs[-1].max_abs:.3g} is "
+                f"{outputs[-1].of_range:.2%} of the output's range; the rule promises at most {bound:.2%}"
+            )
         if safety is Safety.EXACT and value.dtype.kind not in "OUS":
             limit = exact_threshold(value.dtype, rtol_fp32)
             if outputs[-1].mean_rel > limit:
@@ -482,5 +517,63 @@ def _verify_once(
             "the original's float outputs are all zero on these inputs, so this comparison shows little "
             "(seeded integer inputs are 0..3: lengths and indices may need real values)"
         )
-    report = VerifyReport("failed" if failed else "ok", safety.value, outputs, "; ".join(notes), seed, shapes)
+    status = "failed" if failed else "ok"
+    report = VerifyReport(status, safety.value, outputs, "; ".join(notes), seed, shapes, bound)
     return report, feeds
+
+
+def share_of_range(max_abs: float, reference: np.ndarray) -> float:
+    """`max_abs` as a fraction of the reference output's range (max - min of its finite values): 0 for no error,
+    inf for an error on an output that is constant (or has no finite value) in the reference."""
+    if max_abs == 0:
+        return 0.0
+    values = np.asarray(reference, dtype=np.float64)
+    values = values[np.isfinite(values)]
+    spread = float(values.max() - values.min()) if values.size else 0.0
+    return max_abs / spread if spread > 0 else float("inf")
+
+
+def lost_outputs(before: ModelProto, after: ModelProto) -> list[str]:
+    """What a change lost of `before`'s outputs, one line each (empty: every output kept). An output is lost when
+    its name is gone, its element type or rank changes (where both models declare them), or it no longer depends
+    on any graph input where it did (the model then computes it from nothing: a constant, or a graph input passed
+    through). Such a change is a cut, not a repair, whatever its numbers."""
+    from onnx import helper
+
+    from surgery.graph import tensor_info_from_type
+
+    after_outputs = {o.name: o for o in after.graph.output}
+    fed_before, fed_after = _fed_by_inputs(before), _fed_by_inputs(after)
+    lines = []
+    for out in before.graph.output:
+        now = after_outputs.get(out.name)
+        if now is None:
+            lines.append(f"output '{out.name}' is gone")
+            continue
+        was, is_ = tensor_info_from_type(out.name, out.type), tensor_info_from_type(now.name, now.type)
+        if was.dtype and is_.dtype and was.dtype != is_.dtype:
+            names = [
+                helper.tensor_dtype_to_string(t).removeprefix("TensorProto.") for t in (was.dtype, is_.dtype)
+            ]
+            lines.append(f"output '{out.name}' was {names[0]}, is {names[1]}")
+        elif was.shape is not None and is_.shape is not None and len(was.shape) != len(is_.shape):
+            lines.append(f"output '{out.name}' was rank {len(was.shape)}, is rank {len(is_.shape)}")
+        elif out.name in fed_before and out.name not in fed_after:
+            lines.append(f"output '{out.name}' no longer depends on any graph input (computed from nothing)")
+    return lines
+
+
+def _fed_by_inputs(model: ModelProto) -> set[str]:
+    """The tensors whose value depends on the value of a graph input that is not an initializer (through any node,
+    bodies' outer reads included), the inputs themselves included. Shape and Size read only a shape: folding them
+    where the shape is static computes the same thing, so they carry no dependence."""
+    from surgery.graph import all_inputs
+
+    inits = {t.name for t in model.graph.initializer}
+    fed = {i.name for i in model.graph.input if i.name not in inits}
+    for node in model.graph.node:  # nodes are in topological order in a valid model
+        if node.op_type in ("Shape", "Size") and node.domain in ("", "ai.onnx"):
+            continue
+        if any(x in fed for x in all_inputs(node)):
+            fed.update(o for o in node.output if o)
+    return fed

@@ -12,6 +12,8 @@ LESSONS = {x.name: x for x in lessons()}
 # what a sample needs beyond --target, and the samples whose lesson is an honest refusal (exit 1)
 EXTRA = {"dynamic_input_unshaped": ["--input-shape", "image:1x3x32x32"]}
 REFUSED = {"int64_out_of_range": "'offset' = [5000000000]"}
+# the samples whose lesson is a cut (the host runs the tail): undone without --allow-cut, exit 1 either way
+CUT = {"unique_op": "output 'uniq' is gone"}
 
 
 @pytest.mark.parametrize("name", sorted(LESSONS))
@@ -27,6 +29,17 @@ def test_fix_makes_the_lessons_target_accept_each_sample(name, tmp_path, capsys)
     before, after = text.split("\nsteps:\n")[0], text.split("\nafter (")[1]
     if name in REFUSED:
         assert code == 1 and REFUSED[name] in text and "not applied:" in text
+        return
+    if name in CUT:
+        assert code == 1 and "a cut, not a repair, undone" in text and CUT[name] in text
+        assert f"[{lesson.backend}]: rejects" in after and f"applied {lesson.rule} on" not in text
+        code = main(["fix", str(src), "-t", lesson.backend, "-o", str(out), *depth, "--allow-cut"])
+        text = capsys.readouterr().out
+        assert code == 1 and f"applied {lesson.rule} on" in text and f"cut: {CUT[name]}" in text
+        assert (
+            "the host must now run: Unique '/post/Unique'" in text and "cut the model (--allow-cut)" in text
+        )
+        assert f"[{lesson.backend}]: accepts" in text.split("\nafter (")[1]
         return
     assert code == 0, text
     assert f"[{lesson.backend}]: accepts (checked to {lesson.depth}) — 0 of" in after

@@ -80,8 +80,13 @@ def show_walkthrough(name: str) -> None:
 for lesson in lessons():
     with st.container(border=True):
         st.markdown(f"#### {lesson.title}")
-        st.markdown(f"**Fails in** `{lesson.backend}`" + (f" at node `{lesson.node}`" if lesson.node else ""))
         failure = adapter.lesson_failure(lesson.name)
+        if failure is None:  # a healthy model: nothing fails, so nothing to name
+            st.markdown(f"**Accepted by** `{lesson.backend}`")
+        else:
+            st.markdown(
+                f"**Fails in** `{lesson.backend}`" + (f" at node `{lesson.node}`" if lesson.node else "")
+            )
         if isinstance(failure, Verdict):
             show_verdict(failure, lesson.backend, lesson.backend)
         elif failure is not None:

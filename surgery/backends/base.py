@@ -217,6 +217,11 @@ class VerdictGroup:
         return f"{kinds} ({names}{', …' if len(self.verdicts) > limit else ''})"
 
 
+# codes of model-level errors that say the check did not finish (the backend died or timed out, or onnx-surgery
+# failed around it): no verdict on the model, so never a refusal
+CHECK_DID_NOT_FINISH = frozenset({"CRASH", "ERROR"})
+
+
 @dataclass
 class Report:
     backend: str  # id, e.g. "tensorrt-static@8.2"
@@ -242,13 +247,21 @@ class Report:
         return [m for m in self.messages if m.level == "error"]
 
     @property
+    def refusals(self) -> list[Message]:
+        """The model-level errors in which the backend refuses the model (an input's type, a frontend failing the
+        whole model, a build failure not tied to a node); not those saying the check itself did not finish."""
+        return [m for m in self.errors if m.code not in CHECK_DID_NOT_FINISH]
+
+    @property
     def outcome(self) -> Outcome:
-        """accepts / rejects / cannot confirm / unavailable: the one place this is decided."""
+        """accepts / rejects / cannot confirm / unavailable: the one place this is decided. A refusal not tied to
+        a node rejects as a rejected node does; cannot confirm only when nothing was refused and some node has no
+        verdict (or the check did not finish)."""
         if self.accepted is None and not self.verdicts:
             return Outcome.UNAVAILABLE
-        if self.rejected or (self.errors and not self.unknown):
+        if self.rejected or self.refusals:
             return Outcome.REJECTS
-        if self.unknown or self.accepted is False:
+        if self.unknown or self.accepted is False or self.errors:
             return Outcome.CANNOT_CONFIRM
         return Outcome.ACCEPTS
 

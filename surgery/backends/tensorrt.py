@@ -36,7 +36,7 @@ def _said_in(func: str) -> str:
     return f"{LIVE}, in {func}" if func else LIVE
 
 
-def _explain(model: ModelProto, report: Report, got_funcs: dict[int, str], version: str) -> None:
+def _explain(model: ModelProto, report: Report, got_funcs: dict[int, str], version: str, live: str) -> None:
     """Our explanation beside the parser's words: the predictor's, where it refuses the same node in the same
     parser function (the newest parser it knows stands for the live one). The words stay the live parser's."""
     todo = [v for v in report.verdicts if v.status is Status.REJECTED and not v.explanation]
@@ -44,13 +44,15 @@ def _explain(model: ModelProto, report: Report, got_funcs: dict[int, str], versi
         return
     from surgery.backends.tensorrt_static import check_by_id, make, nearest_version
 
-    predicted = make(nearest_version(version)).check(model).verdicts
+    stand_in = nearest_version(version)
+    predicted = make(stand_in).check(model).verdicts
     checks = check_by_id()
     for v in todo:
         p = predicted[v.index]
         funcs = {checks[c].func for c in p.checks if c in checks}
         if p.status is Status.REJECTED and got_funcs.get(v.index) in funcs:
-            v.explanation = p.explanation
+            # the predictor words it for the version standing in; the parser that spoke is the live one
+            v.explanation = p.explanation.replace(f"TensorRT {stand_in}", live)
 
 
 class TensorRTBackend(BuildsWithSurgeryBuild):
@@ -139,7 +141,8 @@ class TensorRTBackend(BuildsWithSurgeryBuild):
                 )
             )
         funcs = {i: v.get("func", "") for i, v in out["verdicts"].items()}
-        _explain(model, report, funcs, self.version if self.flavour == "TensorRT" else "")
+        version = self.version if self.flavour == "TensorRT" else ""
+        _explain(model, report, funcs, version, f"{self.flavour} {out['version']}")
         report.accepted = out["accepted"]
         report.seconds = time.perf_counter() - t0
         return report

@@ -23,6 +23,7 @@ COMMANDS = [
 ]  # each adds itself
 
 EXIT_OK, EXIT_REJECTED, EXIT_BAD_INPUT, EXIT_CANNOT_CONFIRM = 0, 1, 2, 3
+EXIT_CLOSED_PIPE = 141  # what a shell reports for a writer killed by SIGPIPE (128 + 13)
 
 
 def exit_code(reports) -> int:
@@ -96,6 +97,21 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130
+    except (
+        BrokenPipeError
+    ):  # `check … | head`: the reader has gone; say nothing more, as a killed pipe writer
+        _quiet_stdout()
+        return EXIT_CLOSED_PIPE
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush does not fail on the closed pipe again
+    (Python's documented way: docs.python.org/3/library/signal.html, note on SIGPIPE)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from surgery.cli import EXIT_BAD_INPUT, EXIT_REJECTED, exit_code
+from surgery.cli import EXIT_BAD_INPUT, exit_code
 
 
 def add_parser(sub):
@@ -75,6 +75,17 @@ def add_parser(sub):
         help="exit 1 when a step, or the fixed model against the original, could not be verified (onnxruntime "
         "cannot run it: a custom op, a plugin node), even where every target accepts the result",
     )
+    p.add_argument(
+        "--allow-cut",
+        action="store_true",
+        help="take a step that loses an original output (a cut: the host then runs what it removed); without it "
+        "such a step is undone. A cut taken still exits 1: the model no longer computes what it did",
+    )
+    p.add_argument(
+        "--allow-regress",
+        action="store_true",
+        help="take a step that turns another target from accepting to rejecting (without it: undone, and named)",
+    )
     p.add_argument("--max-steps", type=int, default=200, help="stop after this many steps (default 200)")
     p.add_argument("--max-bytes", type=int, default=None)
     return p
@@ -95,10 +106,11 @@ def run(args) -> int:
     from surgery.diagnose import check_model
     from surgery.fixes import FixError
     from surgery.model import load_model
-    from surgery.rulebook import RuleError, applies_to, load_rules, run_rules, verify_result
+    from surgery.rulebook import RuleError, applies_to, load_rules
     from surgery.rulebook.loader import default_dirs
     from surgery.rulebook.tracer import unrepaired
     from surgery.specs import parse_input_values, parse_shapes
+    from surgery.usecases.fix import FixInputError, FixRequest, fix, verified
     from surgery.workspace import Step, Workspace
 
     if not args.dry_run and not args.preview and not args.output:
@@ -138,48 +150,64 @@ def run(args) -> int:
     # NAME:dims gives that input's shape; a bare 1x3x224x224 gives every input that needs one
     values = {"shape": shapes.get("", shapes)} if shapes else {}
     print("steps, previewed (none is applied):" if args.preview else "steps:")
+    if args.preview:
+        for name, value in pins.items():  # the user's own steps first, as `fix` applies them
+            try:
+                ws.apply(Step("pin_input", {"input": name, "value": value}, note="--input-value"))
+            except FixError as exc:
+                print(f"error: --input-value {name}: {exc}", file=sys.stderr)
+                return EXIT_BAD_INPUT
+            print(
+                f"  {len(ws.recipe)}. pinned input '{name}' to {value!r} [changes-semantics: no longer an input]"
+            )
+        _preview(ws, active, targets, values, args.only_rejected, args.depth)
+        print("preview: nothing applied, nothing written")
+        return exit_code(before)
 
     def log(done):
         p = done.proposal
         label = p.safety if verified(done.verification) else f"{p.safety}, not verified"
+        label = f"CUT, {label}" if done.cut else label
         print(f"  {len(ws.recipe)}. applied {p.rule.id} on {p.where()} [{label}]: {p.step.describe()}")
         print(f"     {done.verification.summary() if done.verification else 'not verified'}")
+        for line in done.cut:
+            print(f"     cut: {line}")
+        if done.host:
+            print(f"     the host must now run: {', '.join(done.host)}")
+        for line in done.regressed:
+            print(f"     regressed (--allow-regress): {line}")
 
-    def not_accepted(model) -> set[str]:
-        from surgery.backends.base import Status
-
-        reports = check_model(model, targets, base, depth=args.depth)
-        return {v.node for r in reports for v in r.verdicts if v.status is not Status.SUPPORTED}
-
-    for name, value in pins.items():  # the user's own steps come first, recorded like any other
-        try:
-            ws.apply(Step("pin_input", {"input": name, "value": value}, note="--input-value"))
-        except FixError as exc:
-            print(f"error: --input-value {name}: {exc}", file=sys.stderr)
-            return EXIT_BAD_INPUT
+    def log_pin(name, value):
         print(
             f"  {len(ws.recipe)}. pinned input '{name}' to {value!r} [changes-semantics: no longer an input]"
         )
-    only = not_accepted if args.only_rejected else None
-    if args.preview:
-        _preview(ws, active, targets, values, only, args.depth)
-        print("preview: nothing applied, nothing written")
-        return exit_code(before)
-    applied, refused = run_rules(ws, active, targets, args.max_steps, values=values, only=only, log=log)
-    if not applied and not pins:
+
+    request = FixRequest(
+        targets,
+        rules,
+        depth=args.depth,
+        values=values,
+        pins=pins,
+        only_rejected=args.only_rejected,
+        max_steps=args.max_steps,
+        allow_cut=args.allow_cut,
+        allow_regress=args.allow_regress,
+    )
+    try:
+        outcome = fix(ws, request, before=before, log=log, log_pin=log_pin)
+    except FixInputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if not outcome.applied and not outcome.pinned:
         print("  (no rule applies)")
-    for line in refused:
+    for line in outcome.refused:
         print(f"  not applied: {line}")
-    after = check_model(ws.current, targets, base, depth=args.depth)
-    print(f"after ({len(applied)} step(s)):")
-    print("\n".join(_verdict_lines(after)))
-    for _, line in unrepaired(ws.current, after, rules):
+    print(f"after ({len(outcome.applied)} step(s)):")
+    print("\n".join(_verdict_lines(outcome.after)))
+    for _, line in unrepaired(ws.current, outcome.after, rules):
         print(f"  {line}")
-    overall = verify_result(ws, applied)
-    if overall is not None:
-        print(f"original vs fixed: {overall.summary()}")
-    unverified = [a for a in applied if not verified(a.verification)]
-    whole_unverified = overall is not None and not verified(overall)
+    if outcome.overall is not None:
+        print(f"original vs fixed: {outcome.overall.summary()}")
     if not args.dry_run:
         ws.export(args.output)
         print(f"wrote {args.output}")
@@ -188,22 +216,27 @@ def run(args) -> int:
             print(f"wrote {args.recipe}")
     else:
         print("dry run: nothing written")
-    if args.require_verified and (unverified or whole_unverified):
-        what = [f"{len(unverified)} of {len(applied)} step(s)"] if unverified else []
-        what += ["the fixed model against the original"] if whole_unverified else []
-        print(f"--require-verified: not verified: {' and '.join(what)}; exit 1")
-        return EXIT_REJECTED
-    return exit_code(after)
+    code = outcome.exit_code(args.require_verified)
+    for line in outcome.promises_broken(args.require_verified):
+        print(f"{line}; exit {code}")
+    return code
 
 
-def _preview(ws, rules, targets, values, only, depth) -> None:
+def _preview(ws, rules, targets, values, only_rejected, depth) -> None:
     """The step each matching rule would take first on the current model (its proposals on every node as one
     step, as `fix` applies them), previewed by surgery.preview.preview_step."""
+    from surgery.backends.base import Status
+    from surgery.diagnose import check_model
     from surgery.preview import preview_step
     from surgery.rulebook import propose
     from surgery.rulebook.engine import batch
     from surgery.rulebook.matcher import Context
 
+    def only(model) -> set[str]:
+        reports = check_model(model, targets, ws.original.base_dir, depth=depth)
+        return {v.node for r in reports for v in r.verdicts if v.status is not Status.SUPPORTED}
+
+    only = only if only_rejected else None
     ctx = Context(ws.current)
     eligible = only(ws.current) if only else None
     groups: dict[str, list] = {}
@@ -228,8 +261,3 @@ def _preview(ws, rules, targets, values, only, depth) -> None:
                 print(f"     {what} {len(keys)} node(s)" + (f": {', '.join(keys[:8])}{more}" if keys else ""))
         for line in shown.verdict_lines():
             print(f"     {line}")
-
-
-def verified(report) -> bool:
-    """Whether a step (or the whole) was checked against the model before it: a report that ran, ok or not."""
-    return report is not None and report.status != "skipped"

@@ -86,6 +86,12 @@ def render(rules) -> str:
             f"**{r.safety}**" + (f" — {r.safety_note}" if r.safety_note else ""),
             "",
         ]
+        if r.bound is not None:
+            out += [
+                f"Bound: the max absolute error on every output stays within {r.bound:.4g} of that output's range "
+                "(max - min); a step beyond it is undone with its numbers.",
+                "",
+            ]
         if r.references:
             out += ["### References", ""] + [f"- {ref}" for ref in r.references] + [""]
     return "\n".join(out).rstrip() + "\n"

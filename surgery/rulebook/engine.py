@@ -7,6 +7,7 @@ from typing import Any
 
 from onnx import ModelProto
 
+from surgery.backends.base import first_line
 from surgery.fixes import FixError, get_fix
 from surgery.rulebook.matcher import Context, matched_any_input, matches
 from surgery.rulebook.schema import Rule, version_matches
@@ -17,6 +18,8 @@ from surgery.workspace import Step, Workspace
 
 __all__ = [
     "Applied",
+    "Guard",
+    "StepRefused",
     "NeedsValue",
     "Proposal",
     "applies_to",
@@ -37,6 +40,18 @@ class NeedsValue(FixError):
             f"for a shape, --input-value NAME=VALUE to pin an input; library: propose(..., values={{'{what}': ...}}))"
         )
         self.what = what
+
+
+class StepRefused(FixError):
+    """A step undone because its result breaks a promise: `kind` is "cut" (it loses an original output),
+    "not-exact" (an exact fix changed the numbers), "beyond-bound" (an approximate fix passed its rule's bound),
+    "did-not-cure" (every node it was meant for is still refused for the same reason) or "regresses" (another
+    target went from accepting to rejecting). `nodes`: the nodes it concerns, where only some do."""
+
+    def __init__(self, kind: str, message: str, nodes: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.kind = kind
+        self.nodes = nodes
 
 
 @dataclass
@@ -72,6 +87,11 @@ class Applied:
     verification: VerifyReport | None  # None when applied with verify=False
     before: list = field(default_factory=list)  # backend Reports before the step, for the targets asked
     after: list = field(default_factory=list)
+    cut: list[str] = field(default_factory=list)  # what the step lost of the model's outputs (taken as a cut)
+    host: list[str] = field(default_factory=list)  # a cut: the nodes it removed, that the host must now run
+    regressed: list[str] = field(
+        default_factory=list
+    )  # targets it turned from accepting to rejecting (allowed)
 
     def summary(self) -> str:
         checked = self.verification.summary() if self.verification else "not verified (verify=False)"
@@ -270,6 +290,71 @@ def _drop_last(workspace: Workspace) -> None:
     workspace.discard_undone()
 
 
+@dataclass
+class Guard:
+    """What the steps of one fix run are held to against the targets it fixes for, beyond their numbers: a step
+    that touches refused nodes and leaves every one of them refused for the same reason did not cure them; a step
+    that turns a target from accepting to rejecting regresses it (undone unless `allow_regress`). Keeps the
+    targets' reports on the model the next step starts from, so each step costs one check."""
+
+    targets: list[str]
+    base_dir: str | None = None
+    depth: str | None = None
+    allow_regress: bool = False
+    reports: list | None = None
+
+    def check(self, model: ModelProto) -> list:
+        from surgery.diagnose import check_model
+
+        return check_model(model, self.targets, self.base_dir, depth=self.depth)
+
+    def current(self, model: ModelProto) -> list:
+        if self.reports is None:
+            self.reports = self.check(model)
+        return self.reports
+
+    def judge(self, proposal: Proposal, before: list, after: list) -> list[str]:
+        """Raise StepRefused when the step did not cure or regresses a target (not allowed); returns the targets
+        it regressed where that is allowed."""
+        from surgery.backends.base import Outcome
+
+        said_before, said_after = _refusals(before), _refusals(after)
+        meant = [n for n in (proposal.nodes or (proposal.node,)) if n in said_before]
+        uncured = [n for n in meant if said_before[n] & said_after.get(n, set())]
+        if meant and len(uncured) == len(meant):
+            backend, _, words = sorted(said_before[uncured[0]])[0]
+            raise StepRefused(
+                "did-not-cure",
+                f"{proposal.rule.id}: did not cure, undone: {proposal.op_type} '{uncured[0]}' is still refused "
+                f"by {backend} for the same reason ({first_line(words, 160)})",
+                tuple(uncured),
+            )
+        regressed = []
+        for b, a in zip(before, after):
+            if b.outcome is Outcome.ACCEPTS and a.outcome is Outcome.REJECTS:
+                why = next(iter(a.reasons()), "")
+                regressed.append(f"{a.backend} from accepting to rejecting ({why})")
+        if regressed and not self.allow_regress:
+            raise StepRefused(
+                "regresses",
+                f"{proposal.rule.id}: undone: it turns {'; '.join(regressed)}. Note: --allow-regress takes it",
+            )
+        return regressed
+
+
+def _refusals(reports: list) -> dict[str, set[tuple[str, str, str]]]:
+    """node key -> what the targets refuse it for: (target, code + check ids, words or explanation)."""
+    from surgery.backends.base import Status
+
+    out: dict[str, set] = {}
+    for r in reports:
+        for v in r.verdicts:
+            if v.status is Status.REJECTED:
+                why = " ".join([v.code, *v.checks])
+                out.setdefault(v.node, set()).add((r.backend, why, v.words or v.explanation))
+    return out
+
+
 def apply(
     workspace: Workspace,
     proposal: Proposal,
@@ -278,21 +363,37 @@ def apply(
     targets: list[str] | None = None,
     check: bool = True,
     depth: str | None = None,
+    allow_cut: bool = False,
+    guard: Guard | None = None,
 ) -> Applied:
     """Apply a proposal as a workspace step; verify it against the model before it (onnxruntime, seeded
-    inputs); with `targets` (and `check`), check them before and after. An exact fix that fails verification is undone and
-    raised as FixError with the numbers."""
+    inputs); with `targets` (and `check`), check them before and after. A step that breaks a promise is undone
+    and raised as StepRefused with its reason: it loses an original output (a cut: taken with `allow_cut`), an
+    exact fix changed the numbers, an approximate one passed its rule's bound, or (with a `guard`) it did not
+    cure the refusal it was meant for or regresses a target."""
+    from surgery.verify import lost_outputs
+
     if proposal.step is None:
         raise NeedsValue(proposal.rule.id, proposal.needs or "a value")
     base = workspace.original.base_dir
     before_model = workspace.current
     before = []
     targets = targets if check else None
-    if targets:
+    if guard is not None:
+        before = guard.current(before_model)
+    elif targets:
         from surgery.diagnose import check_model
 
         before = check_model(before_model, targets, base, depth=depth)
     workspace.apply(replace(proposal.step, node=proposal.node))  # the step records the node it acted on
+    lost = lost_outputs(before_model, workspace.current)
+    if lost and not allow_cut:
+        _drop_last(workspace)
+        raise StepRefused(
+            "cut",
+            f"{proposal.rule.id}: a cut, not a repair, undone: {'; '.join(lost)}. Note: --allow-cut takes it "
+            "(the host then runs what the step removes)",
+        )
     report = None
     if verify:
         try:
@@ -304,21 +405,57 @@ def apply(
                 safety=proposal.safety,
                 dims=dims,
                 feeds=_pinned_feeds(before_model, pins_in([proposal.step]), dims),
+                bound=proposal.rule.bound,
             )
         except BaseException:
             _drop_last(workspace)  # an unverified step does not stay behind a crash
             raise
         if report.status == "failed" and proposal.safety == "exact":
             _drop_last(workspace)
-            raise FixError(
-                f"{proposal.rule.id}: an exact fix changed the results, undone: {report.summary()}"
+            raise StepRefused(
+                "not-exact",
+                f"{proposal.rule.id}: an exact fix changed the results, undone: {report.summary()}",
             )
-    after = []
-    if targets:
+        if report.status == "failed" and report.bound is not None:
+            _drop_last(workspace)
+            raise StepRefused(
+                "beyond-bound",
+                f"{proposal.rule.id}: beyond its bound ({report.bound:.2%} of each output's range), undone: "
+                f"{report.summary()}",
+            )
+    after, regressed = [], []
+    if guard is not None:
+        after = guard.check(workspace.current)
+        try:
+            regressed = guard.judge(proposal, before, after)
+        except StepRefused:
+            _drop_last(workspace)
+            raise
+        guard.reports = after
+    elif targets:
         from surgery.diagnose import check_model
 
         after = check_model(workspace.current, targets, base, depth=depth)
-    return Applied(proposal, report, before, after)
+    host = _removed_upstream(before_model, workspace.current) if lost else []
+    return Applied(proposal, report, before, after, lost, host, regressed)
+
+
+def _removed_upstream(before: ModelProto, after: ModelProto) -> list[str]:
+    """The nodes of `before` that `after` no longer computes and that fed a lost output: what a cut sends to the
+    host, as "Unique '/post/Unique'"."""
+    from surgery.graph import all_inputs, node_keys
+
+    produced = {o for n in after.graph.node for o in n.output if o}
+    producer = {o: i for i, n in enumerate(before.graph.node) for o in n.output if o}
+    keys = node_keys(before.graph.node)
+    need, stack = set(), [o.name for o in before.graph.output]
+    while stack:
+        i = producer.get(stack.pop())
+        if i is None or i in need or all(o in produced for o in before.graph.node[i].output if o):
+            continue
+        need.add(i)
+        stack.extend(all_inputs(before.graph.node[i]))
+    return [f"{before.graph.node[i].op_type} '{keys[i]}'" for i in sorted(need)]
 
 
 SAFETY_ORDER = ("exact", "approximate", "changes-semantics")
@@ -436,13 +573,17 @@ def run_rules(
     verify: bool = True,
     only=None,
     log=None,
+    guard: Guard | None = None,
+    allow_cut: bool = False,
 ) -> tuple[list[Applied], list[str]]:
     """Apply matching rules until nothing changes. Each round proposes on the current model and applies the
     first rule that matches, on every node it matches at once (one step, one verification: see `batch`); a
     batch that fails verification is halved until the node that breaks it is found and refused, the rest is
     proposed again. Node keys can move after a change, so matching starts again each round. A step that brings
     back an earlier model (two rules undoing each other) is undone; at most `max_rounds` steps.
-    `only(model) -> node keys` limits the rules to those nodes (e.g. the nodes a target rejects).
+    `only(model) -> node keys` limits the rules to those nodes (e.g. the nodes a target rejects). A step that
+    breaks a promise is undone (see `apply`: cuts unless `allow_cut`; with a `guard`, steps that do not cure or
+    regress a target); a step that did not cure some of a batch's nodes is tried again without them.
     Returns what was applied and what was not (with the reason)."""
     applied: list[Applied] = []
     refused: list[str] = []
@@ -458,7 +599,16 @@ def run_rules(
         is proposed again next round). Returns what was applied and the proposals refused."""
         proposal = batch(group, index)
         try:
-            return apply(workspace, proposal, verify), []
+            return apply(workspace, proposal, verify, guard=guard, allow_cut=allow_cut), []
+        except StepRefused as exc:
+            rest = [p for p in group if p.node not in exc.nodes]
+            if exc.nodes and rest:  # some of the batch did not cure: those are refused, the rest tried again
+                refuse(str(exc))
+                done, failed = attempt(rest, index)
+                return done, failed + [p for p in group if p.node in exc.nodes]
+            if len(group) == 1 or exc.nodes:
+                refuse(f"{proposal.rule.id} on '{proposal.node}': {exc}")
+                return None, group
         except FixError as exc:
             if len(group) == 1:
                 refuse(f"{proposal.rule.id} on '{proposal.node}': {exc}")
@@ -501,6 +651,8 @@ def run_rules(
         now = workspace.fingerprint()
         if now in seen:  # no change, or back to an earlier model: a loop
             _drop_last(workspace)
+            if guard is not None:
+                guard.reports = None  # they were the undone model's
             tried.update((state, p.rule.id, p.node) for p in group)
             why = "changed nothing" if now == state else "would bring back an earlier model (loop)"
             refuse(f"{done.proposal.rule.id} on '{done.proposal.node}': {why}")

@@ -28,6 +28,9 @@ TOP_FIELDS = {
     "fix": "primitive and params",
     "safety": "exact | approximate | changes-semantics",
     "safety_note": "why the fix has that safety class",
+    "bound": "an approximate rule's promise (required there, nowhere else): on every output, the max absolute error "
+    "stays within this fraction of the output's range (0.02 = 2%), verified on seeded inputs; a step beyond it is "
+    "rolled back with its numbers",
     "example": "the fixture: model (a sample's name) or graph (ONNX text), node, values, near_miss, before, after",
     "references": "list of sources",
 }
@@ -100,6 +103,7 @@ class Rule:
     fix: dict[str, Any]
     safety: str
     safety_note: str = ""
+    bound: float | None = None  # approximate rules: max abs error as a fraction of each output's range
     example: dict[str, Any] = field(default_factory=dict)
     references: list[str] = field(default_factory=list)
     answers: list[str] = field(default_factory=list)
@@ -155,6 +159,16 @@ def validate(data: Any, where) -> Rule:
         )
     if data["safety"] not in SAFETY:
         fail("safety", f"'{data['safety']}' is not one of {', '.join(SAFETY)}")
+    bound = data.get("bound")
+    if data["safety"] == "approximate":
+        if isinstance(bound, bool) or not isinstance(bound, int | float) or not 0 < bound <= 1:
+            fail(
+                "bound",
+                "an approximate rule states the error it promises: a number in (0, 1], the largest max abs error "
+                "on any output as a fraction of that output's range (e.g. bound: 0.02)",
+            )
+    elif bound is not None:
+        fail("bound", f"only an approximate rule has a bound (this one is {data['safety']})")
     targets = data.get("targets") or {}
     if not isinstance(targets, dict):
         fail("targets", "must map target -> version spec")
@@ -274,6 +288,7 @@ def validate(data: Any, where) -> Rule:
         fix=fix,
         safety=data["safety"],
         safety_note=str(data.get("safety_note", "")).strip(),
+        bound=float(bound) if bound is not None else None,
         example=example,
         references=list(data.get("references") or []),
         answers=list(answers),

@@ -69,8 +69,8 @@ def _at_fault(inside: list, explanation: str) -> list[tuple[str, str]]:
 
 def unrepaired(model: ModelProto, reports: list, rules: list[Rule]) -> list[tuple[str, str]]:
     """For each node still refused (or unknown) after `fix`: (node key, one line) — the nearest misses of the
-    rules meant for that refusal (`answers`) and for that node's op type, condition by condition; or that no
-    rule answers it. Shared by `fix` and bench/repair_rate.py."""
+    rules meant for that refusal (`answers`) and for that node's op type, condition by condition, or that one
+    matches but its step was not taken (a cut, beyond its bound, did not cure, ...); or that no rule answers it. Shared by `fix` and bench/repair_rate.py."""
     from surgery.backends.base import Status
     from surgery.rulebook.engine import applies_to
 
@@ -95,6 +95,8 @@ def unrepaired(model: ModelProto, reports: list, rules: list[Rule]) -> list[tupl
                         failed = [x[2:] for x in trace if x.startswith("✗")]
                         if failed:
                             near.append(f"{rule.id} does not match {op} '{key}': {'; '.join(failed)}")
+                        else:  # it matches: its step was undone or refused (`fix` says why: "not applied")
+                            near.append(f"{rule.id} matches {op} '{key}', but its step was not taken")
             if near:
                 out += [(v.node, line) for line in near]
             else:
