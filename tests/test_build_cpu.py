@@ -43,8 +43,14 @@ def test_onnxruntime_artifact_is_the_optimized_model():
 
 @needs_openvino
 def test_openvino_fp16_hint_shows_fp16_error_against_the_fp32_reference():
+    import openvino as ov
+
     r = build_model("openvino", build("healthy_cnn"), BuildOptions(precision="fp16", runs=2))
-    assert r.ok and 1e-6 < r.accuracy["probs"]["mean_rel"] < 1e-2
+    if "FP16" not in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES"):  # the plugin runs fp32 here
+        assert r.ok and r.precision == "fp32" and "this CPU computes no fp16" in r.note
+        assert r.accuracy["probs"]["mean_rel"] < 1e-6
+        return
+    assert r.ok and r.precision == "fp16" and 1e-6 < r.accuracy["probs"]["mean_rel"] < 1e-2
 
 
 def test_onnxruntime_fp16_is_measured_against_the_fp32_original():

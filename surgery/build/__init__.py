@@ -132,7 +132,8 @@ def build_model(
         report.node = named_node(report.error, model)
     from surgery.quantize import has_qdq
 
-    report.precision = "int8" if has_qdq(model) else options.precision
+    # what the engine computes in: a builder that fell back from the precision asked says so (report.precision set)
+    report.precision = "int8" if has_qdq(model) else report.precision or options.precision
     if progress:
         progress(1.0, f"{name}: {'built' if report.ok else 'failed'}")
     return report
