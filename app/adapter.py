@@ -753,14 +753,23 @@ def preview(proposal):
     return preview_step(ws.current, proposal.step, list(state().targets), ws.original.base_dir)
 
 
-def apply_proposal(proposal) -> None:
+def apply_proposal(proposal, allow_cut: bool = False) -> None:
+    """Apply as `fix` does, each promise held (surgery.rulebook.engine.apply); a step undone for breaking one is
+    said in the sidebar, and a cut is remembered so that the page can offer to take it (`allow_cut`)."""
     from surgery.fixes import FixError
     from surgery.rulebook import apply
+    from surgery.rulebook.engine import StepRefused
 
     s = state()
+    s.refused_cut = None
     try:
-        s.last_applied = apply(workspace(), proposal, check=False)
+        s.last_applied = apply(workspace(), proposal, check=False, allow_cut=allow_cut)
         s.error = None
+    except StepRefused as exc:
+        s.error = str(exc)
+        if exc.kind == "cut":
+            s.refused_cut = (proposal.rule.id, proposal.node, str(exc))
+        return
     except FixError as exc:
         s.error = str(exc)
         return

@@ -72,11 +72,21 @@ def tensor_info_from_type(name: str, tp: onnx.TypeProto) -> TensorInfo:
     tt = tp.tensor_type
     if not tt.HasField("shape"):
         return TensorInfo(name, tt.elem_type, None)
-    dims: list[Dim] = []
-    for d in tt.shape.dim:  # dim_value and dim_param are a oneof: one call tells which (100k tensors)
-        which = d.WhichOneof("value")
-        dims.append(d.dim_value if which == "dim_value" else d.dim_param if which == "dim_param" else None)
-    return TensorInfo(name, tt.elem_type, tuple(dims))
+    return TensorInfo(name, tt.elem_type, tuple(dim_of(d) for d in tt.shape.dim))
+
+
+def dim_of(d: onnx.TensorShapeProto.Dimension) -> Dim:
+    """A declared dim: its size, its name (dim_param), or None where it is dynamic without a name: unset, or a
+    negative size (PaddlePaddle's exports write -1 for a dynamic batch, as TensorRT and numpy do). The one place
+    a model's dims are read."""
+    which = d.WhichOneof("value")  # dim_value and dim_param are a oneof: one call tells which (100k tensors)
+    if which == "dim_value":
+        return d.dim_value if d.dim_value >= 0 else None
+    return d.dim_param if which == "dim_param" else None
+
+
+def is_static_dim(d: onnx.TensorShapeProto.Dimension) -> bool:
+    return d.WhichOneof("value") == "dim_value" and d.dim_value >= 0
 
 
 def node_keys(nodes) -> list[str]:

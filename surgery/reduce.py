@@ -54,6 +54,7 @@ class Failure:
     explanation: str  # ours
     stage: str
     words_from: str = ""
+    status: str = "rejected"  # or "unknown": the backend failed, but the verdict stays open (a plugin gap)
 
     def text(self) -> str:
         return self.words or self.explanation
@@ -118,26 +119,37 @@ class _OutOfTime(Exception):
 
 def pick_failure(report, facts, node: str | None = None) -> Failure:
     """The refusal to preserve: `node`'s (a key of the original), else the first rejected node in topological
-    order, else the first model-level error."""
+    order, else the first model-level error, else the first node the backend failed on in its own words but
+    whose verdict stays open ("cannot confirm": a standard plugin TensorRT-RTX lacks, the same words kept)."""
     from surgery.backends.base import Status
+
+    def of(v) -> Failure:
+        return Failure(
+            v.node, v.op_type, v.code, v.words, v.explanation, v.stage.value, v.words_from, v.status.value
+        )
+
+    def failed(v) -> bool:  # refused, or failed in the backend's own words with the verdict left open
+        return v.status is Status.REJECTED or (v.status is Status.UNKNOWN and bool(v.words))
 
     if node is not None:
         v = report.by_node().get(node)
         if v is None:
             raise ReduceError(f"no node '{node}' in the model")
-        if v.status is not Status.REJECTED:
+        if not failed(v):
             raise NothingToReduce(
                 f"{report.label} does not reject {v.op_type} '{node}' (its verdict: {v.status.value})"
             )
-        return Failure(v.node, v.op_type, v.code, v.words, v.explanation, v.stage.value, v.words_from)
+        return of(v)
     pos = facts.position
     rejected = sorted(report.rejected, key=lambda v: pos.get(v.index, len(pos)))
     if rejected:
-        v = rejected[0]
-        return Failure(v.node, v.op_type, v.code, v.words, v.explanation, v.stage.value, v.words_from)
+        return of(rejected[0])
     if report.errors:
         m = report.errors[0]
         return Failure(None, "", m.code, m.words, m.explanation, m.stage.value, m.words_from)
+    open_ = sorted((v for v in report.unknown if failed(v)), key=lambda v: pos.get(v.index, len(pos)))
+    if open_:
+        return of(open_[0])
     raise NothingToReduce(f"{report.label} {report.outcome.value} the model: there is no refusal to reduce")
 
 
@@ -155,7 +167,7 @@ def reduce_model(
     """Reduce `model` (a surgery.model.Model, or a ModelProto with `base_dir`) to a small model `target` still
     refuses the same way. Raises NothingToReduce when the target does not refuse it, ReduceError for a bad
     request, surgery.backends.UnknownBackend for an unknown target."""
-    from surgery.backends.base import Outcome, Status
+    from surgery.backends.base import Outcome
     from surgery.diagnose import check_one
     from surgery.graph import GraphFacts, all_inputs
     from surgery.model import Model
@@ -230,7 +242,7 @@ def reduce_model(
             v = next((v for v in rep.verdicts if v.index == k), None)
             return (
                 v is not None
-                and v.status is Status.REJECTED
+                and v.status.value == failure.status
                 and v.code == failure.code
                 and v.words == failure.words
                 and (failure.words or v.explanation == failure.explanation)

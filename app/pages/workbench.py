@@ -307,6 +307,15 @@ with right:
                 if st.button("Apply", key=f"apply-{p.rule.id}", type="primary"):
                     adapter.apply_proposal(p)
                     st.rerun()
+                cut = st.session_state.get("refused_cut")
+                if cut and cut[:2] == (p.rule.id, p.node):  # undone as a cut: the user may still take it
+                    st.warning(
+                        "Not applied: this step is a **cut**, not a repair — the model would lose what it "
+                        f"computes. {md_escape(cut[2])}"
+                    )
+                    if st.button("Take the cut (the host runs the rest)", key=f"cut-{p.rule.id}"):
+                        adapter.apply_proposal(p, allow_cut=True)
+                        st.rerun()
 
         with st.expander("Node details", expanded=True):
             if node.attribute:

@@ -27,11 +27,12 @@ BUILDERS = {
 def named_node(message: str, model: ModelProto) -> str | None:
     """The node a backend's message names: in quotes or parentheses ("in node (/conv1/Conv)", "node with name
     'my_relu'"), or as TensorRT names a node's layers ("IConditionalOutputLayer /if/If_OutputLayer: ...",
-    "/conv/Conv: ..."); the longest such name wins, so '/a/b' beats '/a'."""
+    "/conv/Conv: ...", "nms_1 has no runners": a numbered layer of node 'nms'); the longest such name wins, so
+    '/a/b' beats '/a' and a node named 'nms_1' beats 'nms'."""
     names = sorted({n.name for n in model.graph.node if n.name}, key=len, reverse=True)
     for name in names:
         quoted = rf"""['"(]{re.escape(name)}['")]"""
-        layer = rf"(?<![\w/.]){re.escape(name)}(?:_[A-Za-z]*Layer)?(?![\w/.])"
+        layer = rf"(?<![\w/.]){re.escape(name)}(?:_[A-Za-z]*Layer|_\d+)?(?![\w/.])"
         if re.search(quoted, message) or re.search(layer, message):
             return name
     return None
@@ -69,7 +70,9 @@ def check_profiles(model: ModelProto, profiles: dict) -> None:
         t = declared[name].type.tensor_type
         if not t.HasField("shape"):
             continue  # no declared shape: any profile may stand
-        dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in t.shape.dim]
+        from surgery.graph import dim_of
+
+        dims = [d if d is not None else "?" for d in (dim_of(x) for x in t.shape.dim)]
         shown = "x".join(map(str, dims))
         if len(dims) != len(lo):
             raise ValueError(

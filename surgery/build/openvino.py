@@ -121,7 +121,9 @@ def _build(ov, model: ModelProto, path: str, options: BuildOptions, label: str, 
         note=note,
     )
     granted = _precision_of(compiled.get_property("INFERENCE_PRECISION_HINT"))
-    if granted and granted != options.precision:  # the CPU plugin falls back where this CPU has no such compute
+    if (
+        granted and granted != options.precision
+    ):  # the CPU plugin falls back where this CPU has no such compute
         report.precision = granted
         caps = ", ".join(core.get_property("CPU", "OPTIMIZATION_CAPABILITIES"))
         report.note = "; ".join(

@@ -7,7 +7,7 @@ confirm the model (unknown verdicts, e.g. a plugin this backend lacks); 2 bad in
 from __future__ import annotations
 
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 from surgery.backends.base import Outcome, Status, speaker, where_said
 from surgery.cli import EXIT_BAD_INPUT, chatter_to_stderr, exit_code
@@ -32,7 +32,12 @@ def add_parser(sub):
         "creation), openvino (compile_model) and tvm (Relax build)",
     )
     p.add_argument("--format", choices=["text", "json", "sarif"], default="text")
-    p.add_argument("--all", action="store_true", help="list supported nodes too")
+    p.add_argument(
+        "--all",
+        action="store_true",
+        help="list supported nodes too, and every unknown node (by default a large group of them is counted per op "
+        "type)",
+    )
     p.add_argument("--max-bytes", type=int, default=None)
     p.add_argument(
         "--no-cache",
@@ -134,13 +139,18 @@ def headline(r) -> str:
     )
 
 
+UNKNOWN_LISTED = 5  # a group of unknown verdicts larger than this is summarised per op type (`--all`: listed)
+
+
 def verdict_lines(
     r, show_all: bool = False, suggestions: dict | None = None, indent: str = "   "
 ) -> list[str]:
-    """Every rejected node (and unknown ones: they decide 'cannot confirm'), grouped by what was said, with the
-    backend's words and our explanation apart. Shared by `check` and `fix`."""
+    """Every rejected node, then the unknown ones (they decide 'cannot confirm'), grouped by what was said, with the
+    backend's words and our explanation apart. A large group of unknown nodes (those the parser never reached) is
+    one line of counts per op type unless `show_all`. Shared by `check` and `fix`."""
     lines = _message_lines(r, indent)
-    for g in r.groups():
+    groups = sorted(r.groups(), key=lambda g: g.status is not Status.REJECTED)  # refusals first, in order
+    for g in groups:
         tag = "rejected" if g.status is Status.REJECTED else "cannot confirm"
         lines.append(f"{indent}{tag} at {g.stage.value}" + (f" {g.code}" if g.code else "") + ":")
         if g.words:
@@ -150,6 +160,11 @@ def verdict_lines(
         shared = g.evidence() if len(g.verdicts) > 1 else None  # said once for the group, not on every node
         if shared:
             lines.append(f"{indent}  evidence: {shared.source}: {shared.detail}")
+        if g.status is Status.UNKNOWN and len(g.verdicts) > UNKNOWN_LISTED and not show_all:
+            ops = Counter(v.op_type for v in g.verdicts)
+            kinds = ", ".join(f"{op} ×{n}" if n > 1 else op for op, n in ops.most_common())
+            lines.append(f"{indent}  - {len(g.verdicts)} nodes: {kinds} (--all lists them)")
+            continue
         for v in g.verdicts:
             fix = (suggestions or {}).get((r.backend, v.node))
             fix_text = f"   fix: {', '.join(s.text() for s in fix)}" if fix else ""
@@ -211,6 +226,14 @@ def run(args) -> int:
             d = r.to_dict()
             d["available"] = r.outcome is not Outcome.UNAVAILABLE
             d["partition"] = partition(model.proto, r).to_dict() if r.verdicts else None
+            d["summary"] = {
+                "outcome": r.outcome.value,
+                "nodes": len(r.verdicts),
+                "rejected": len(r.rejected),
+                "unknown": len(r.unknown),
+                "unknown_by_op": dict(Counter(v.op_type for v in r.unknown).most_common()),
+                "model_refusals": [m.text() for m in r.refusals],
+            }
             for v in d["verdicts"]:
                 found = suggestions.get((r.backend, v["node"]), [])
                 v["rules"] = [s.rule for s in found]

@@ -85,7 +85,8 @@ def run(args) -> int:
 
     print(f"model: {args.model}")
     print(f"target: {result.label} [{result.target}]")
-    print(f"refusal kept: {f.where()}, rejected at {f.stage} {f.code}:")
+    how = "rejected" if f.status == "rejected" else "failed (cannot confirm)"
+    print(f"refusal kept: {f.where()}, {how} at {f.stage} {f.code}:")
     if f.words:
         print("\n".join(_said(speaker(result.target, Stage(f.stage)), f.words, f.words_from, "  ")))
     if f.explanation:

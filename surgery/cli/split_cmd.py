@@ -74,6 +74,15 @@ def text(plan) -> list[str]:
         )
         for reason in p.check.get("reasons", [])[:2]:
             lines.append(f"       refused: {reason}")
+        built = p.build
+        if built.get("depth") == "build":
+            at = ", ".join(f"{k} {'x'.join(map(str, v))}" for k, v in built.get("profiles", {}).items())
+            head = f"       built by {built.get('builder')}" + (f" at {at}" if at else "")
+            lines.append(
+                head + (": ok" if built.get("ok") else f": FAILED, builder says: {built.get('words')}")
+            )
+        elif built.get("why"):
+            lines.append(f"       {built['why']}")
         lines.append(f"       reads: {_short(p.inputs, 4) or '-'}   hands on: {_short(p.outputs, 4) or '-'}")
     if plan.crossings:
         lines.append(f"crossing tensors ({len(plan.crossings)}):")
@@ -141,7 +150,7 @@ def run(args) -> int:
         if not plan.ok:
             why = []
             if not plan.accepted:
-                why.append("a target part is not accepted by the target on its own")
+                why.append("a target part is not accepted (or not built) by the target on its own")
             if plan.verification is None or not plan.verification.ok:
                 why.append("the chain does not reproduce the original")
             print("result: not deployable as is — " + "; ".join(why))

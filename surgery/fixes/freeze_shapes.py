@@ -9,6 +9,7 @@ from surgery.backends.base import first_line
 from surgery.fixes import FixError, Safety, register
 from surgery.fixes._util import copy_model
 from surgery.fixes.fold_constants import fold_constants
+from surgery.graph import is_static_dim
 
 
 def _set_shape(vi: onnx.ValueInfoProto, dims: list[int]) -> None:
@@ -46,7 +47,7 @@ def freeze_shapes(model: ModelProto, shapes=None, dims=None, fold=True, base_dir
                 f"input '{name}' has rank {len(old.shape.dim)}; the new shape {new} has rank {len(new)}"
             )
         for k, d in enumerate(old.shape.dim if old.HasField("shape") else []):
-            if d.HasField("dim_value") and d.dim_value != new[k]:
+            if is_static_dim(d) and d.dim_value != new[k]:
                 raise FixError(
                     f"input '{name}' dim {k} is fixed at {d.dim_value}; cannot freeze it to {new[k]}"
                 )

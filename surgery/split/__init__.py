@@ -57,6 +57,7 @@ class Tensor:
     source: int | None  # index of the part that produces it; None for a graph input
     targets: list[int] = field(default_factory=list)  # parts that read it
     measured_bytes: int | None = None  # its size in the verification run
+    measured_shape: list[int] | None = None  # its shape in the verification run
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -73,11 +74,15 @@ class Part:
     outputs: list[str]
     folded: list[str] = field(default_factory=list)  # constants stored by value in this part
     check: dict = field(default_factory=dict)  # its backend's verdict on this part alone
+    # how far a target part was taken alone: {"depth": "build", "ok", "builder", "words", "profiles"} where its
+    # builder runs here, else {"depth": "parse", "why"} (no builder here, or the plan was not verified)
+    build: dict = field(default_factory=dict)
     model: ModelProto | None = field(default=None, repr=False, compare=False)
 
     @property
     def accepted(self) -> bool:
-        return self.check.get("outcome") == "accepts"
+        """Accepted by its backend alone, and built where a build was tried."""
+        return self.check.get("outcome") == "accepts" and self.build.get("ok", True)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -455,10 +460,16 @@ def make_plan(
     shapes: dict[str, list[int]] | None = None,
     verify: bool = True,
     progress: Callable[[float, str], None] | None = None,
+    keep_off: frozenset[str] = frozenset(),
+    _built_rounds: int = 0,
 ) -> Plan:
     """A deployment plan for `model` (a surgery.model.Model, or a ModelProto with `base_dir`) on `target` with
-    `fallback` for the rest. Raises SplitError for what cannot be split (message names the node or tensor),
-    surgery.backends.UnknownBackend for a target id that does not exist."""
+    `fallback` for the rest. Where the target's builder runs here (TensorRT-RTX builds ahead of time on the
+    CPU), every target part is built at the shapes of the verification run: a part the builder refuses goes to
+    the fallback (the node it names, else the whole part) and the plan is made again, with the builder's words in
+    its notes. `keep_off`: node keys that go to the fallback whatever the target says. Raises SplitError for what
+    cannot be split (message names the node or tensor), surgery.backends.UnknownBackend for a target id that does
+    not exist."""
     from surgery.backends import get_backend
     from surgery.backends.base import Outcome, Status
     from surgery.diagnose import check_one
@@ -494,13 +505,14 @@ def make_plan(
     consts = constant_nodes(facts)
     status = {v.index: v.status for v in report.verdicts}
     kinds = {
-        i: TARGET if status.get(i) is Status.SUPPORTED else FALLBACK
+        i: TARGET if status.get(i) is Status.SUPPORTED and facts.keys[i] not in keep_off else FALLBACK
         for i in range(len(graph.node))
         if i not in consts
     }
     compute = len(kinds)
     notes: list[str] = []
     second = _second_look(proto, facts, report, kinds, target, base_dir, depth)
+    second = [i for i in second if facts.keys[i] not in keep_off]
     if second:
         for i in second:
             kinds[i] = TARGET
@@ -721,9 +733,95 @@ def make_plan(
         if sized is None:
             sized = runnable_feeds(proto, seed, shapes, base_dir)
         plan.verification = verify_isolated(plan, proto, feeds=sized[1], seed=seed, shapes=shapes)
+    say(0.9, f"building the target parts with {target}")
+    refused = build_target_parts(plan, target, base_dir)
+    if refused and _built_rounds < MAX_ROUNDS:
+        again = make_plan(
+            model,
+            target,
+            fallback=fallback,
+            min_nodes=min_nodes,
+            depth=depth,
+            base_dir=base_dir,
+            source=source,
+            seed=seed,
+            shapes=shapes,
+            verify=verify,
+            progress=progress,
+            keep_off=keep_off | refused.keys(),
+            _built_rounds=_built_rounds + 1,
+        )
+        words = sorted(set(refused.values()))
+        again.notes.insert(
+            0,
+            f"the builder refused {len(refused)} node(s) in a target part ({', '.join(sorted(refused)[:5])}"
+            f"{' …' if len(refused) > 5 else ''}), which went to the fallback; it said: {'; '.join(words)[:400]}",
+        )
+        again.seconds = time.perf_counter() - t0
+        return again
     plan.seconds = time.perf_counter() - t0
     say(1.0, "done")
     return plan
+
+
+def build_target_parts(plan: Plan, target: str, base_dir) -> dict[str, str]:
+    """Build every target part where the target's builder runs here, at the shapes its inputs had in the
+    verification run (a profile of that one shape for each dynamic input), and record the result in
+    `part.build`. Returns the nodes that should go to the fallback, with the builder's words: the node the
+    builder names where it names one in the part, else every node of the part."""
+    from surgery.backends import get_backend
+    from surgery.backends.base import BuildOptions
+    from surgery.build import build_model
+    from surgery.graph import tensor_info_from_type
+
+    backend = get_backend(target)
+    builds = getattr(backend, "builds_in_check", False) and backend.availability().ok
+    if not builds or target.startswith("tensorrt-static"):
+        why = f"{target} has no builder on this machine: its parts were checked at parse only"
+        for part in plan.target_parts:
+            part.build = {"depth": "parse", "why": why}
+        return {}
+    v = plan.verification
+    seen = dict((v.feeds if v is not None else {}) or {})
+    seen.update({c.name: c.measured_shape for c in plan.crossings if c.measured_shape is not None})
+    refused: dict[str, str] = {}
+    for part in plan.target_parts:
+        profiles, missing = {}, []
+        for vi in part.model.graph.input:
+            info = tensor_info_from_type(vi.name, vi.type)
+            if vi.name in part.inputs and info.is_dynamic:
+                shape = seen.get(vi.name)
+                if shape is None:
+                    missing.append(vi.name)
+                else:
+                    profiles[vi.name] = (tuple(shape),) * 3
+        if missing:
+            part.build = {
+                "depth": "parse",
+                "why": f"not built: no shape known for its dynamic input(s) {', '.join(missing)} (the plan's "
+                "verification did not run); give --input-shape",
+            }
+            continue
+        r = build_model(target, part.model, BuildOptions(measure=False, profiles=profiles), base_dir=base_dir)
+        part.build = {
+            "depth": "build",
+            "ok": r.ok,
+            "builder": r.label,
+            "words": r.error,
+            "profiles": {k: list(lo) for k, (lo, _, _) in profiles.items()},
+        }
+        if r.ok:
+            continue
+        named = [r.node] if r.node in part.nodes else []  # the builder names a node by its name (its key)
+        for key in named or part.nodes:
+            refused[key] = first_words(r.error)
+    return refused
+
+
+def first_words(text: str) -> str:
+    from surgery.backends.base import telling_line
+
+    return telling_line(text, 200)
 
 
 def _numeric(facts, tensor: str) -> bool:
@@ -865,13 +963,13 @@ def verify_isolated(plan: Plan, original: ModelProto, **kwargs) -> Verification:
             message=f"running the original or the chain on seeded inputs: {exc}",
         )
     for c in plan.crossings:
-        c.measured_bytes = measured.get(c.name)
+        c.measured_bytes, c.measured_shape = measured.get(c.name, (None, None))
     return v
 
 
 def _verify_and_measure(plan: Plan, original: ModelProto, kwargs: dict) -> tuple[Verification, dict]:
     v = verify_plan(plan, original, **kwargs)
-    return v, {c.name: c.measured_bytes for c in plan.crossings}
+    return v, {c.name: (c.measured_bytes, c.measured_shape) for c in plan.crossings}
 
 
 def _feeds_or_none(proto, seed, shapes, default_dim: int = 2):
@@ -974,6 +1072,8 @@ def verify_plan(
     notes = sorted({f"part {k}: {note}" for k, (_, note) in enumerate(ran) if note})
     for c in plan.crossings:
         c.measured_bytes = _value_bytes(env.get(c.name))
+        value = env.get(c.name)
+        c.measured_shape = list(np.shape(value)) if isinstance(value, np.ndarray) else None
     outputs, all_ok = [], True
     for name in plan.outputs:
         a, b = ref.get(name), env.get(name)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import onnx
 from onnx import ModelProto, TensorProto, helper
 
-from surgery.graph import GraphFacts, all_inputs, dtype_name
+from surgery.graph import GraphFacts, all_inputs, dim_of, dtype_name
 
 
 class CutError(Exception):
@@ -244,5 +244,5 @@ def type_text(vi: onnx.ValueInfoProto) -> tuple[str, list]:
     tt = tp.tensor_type
     shape = None
     if tt.HasField("shape"):
-        shape = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim]
+        shape = [dim_of(d) or None for d in tt.shape.dim]
     return dtype_name(tt.elem_type) if tt.elem_type else "?", shape
