@@ -172,6 +172,8 @@ slice_axes (float[1,64] x) => (float[1,N] y) {
 
 def test_a_step_that_leaves_its_node_refused_for_the_same_reason_is_undone(tmp_path, capsys):
     src = save(tmp_path, SLICE_AXES)
+    code, said = run(capsys, "check", src, "-t", "tensorrt-static@8.6")
+    assert code == 1 and said.count("fix: fold-slice-axes\n") == 1, said  # the rule for the input refused
     out = tmp_path / "fixed.onnx"
     code, said = run(capsys, "fix", src, "-t", "tensorrt-static@8.6", "-o", out)
     assert "not applied: fold-shape-chains on 'sl': fold-shape-chains: did not cure, undone" in said

@@ -87,6 +87,7 @@ class Verdict:
     evidence: Evidence = field(default_factory=lambda: Evidence("unknown"))
     words_from: str = ""  # "live" (this run; "live, in FUNC"), else where the words were recorded
     checks: tuple[str, ...] = ()  # the predictor's check ids that failed (rules declare which they answer)
+    inputs: tuple[str, ...] = ()  # the node's inputs the refusal is about, where it names some ('axes')
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

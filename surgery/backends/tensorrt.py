@@ -38,9 +38,14 @@ def _said_in(func: str) -> str:
 
 def _explain(model: ModelProto, report: Report, got_funcs: dict[int, str], version: str, live: str) -> None:
     """Our explanation beside the parser's words: the predictor's, where it refuses the same node in the same
-    parser function (the newest parser it knows stands for the live one). The words stay the live parser's."""
+    parser function (the newest parser it knows stands for the live one). The words stay the live parser's.
+    A node the live parser never reached (it stopped at an error not tied to a node) gets the predictor's verdict
+    instead of none, marked as predicted in its explanation and evidence."""
     todo = [v for v in report.verdicts if v.status is Status.REJECTED and not v.explanation]
-    if not todo:
+    unreached = [
+        v for v in report.verdicts if v.status is Status.UNKNOWN and v.explanation.startswith(NOT_REACHED)
+    ]
+    if not todo and not unreached:
         return
     from surgery.backends.tensorrt_static import check_by_id, make, nearest_version
 
@@ -53,6 +58,18 @@ def _explain(model: ModelProto, report: Report, got_funcs: dict[int, str], versi
         if p.status is Status.REJECTED and got_funcs.get(v.index) in funcs:
             # the predictor words it for the version standing in; the parser that spoke is the live one
             v.explanation = p.explanation.replace(f"TensorRT {stand_in}", live)
+    for v in unreached:
+        p = predicted[v.index]
+        if p.status is Status.UNKNOWN:
+            continue
+        why = f"predicted for TensorRT {stand_in}: {live}'s parser did not reach this node ({v.explanation})"
+        v.status, v.code, v.stage, v.checks, v.inputs = p.status, p.code, p.stage, p.checks, p.inputs
+        v.words, v.words_from = p.words, p.words_from  # the predictor's words, with where they were recorded
+        v.explanation = why + (f"; {p.explanation}" if p.explanation else "")
+        v.evidence = Evidence("support table", f"predicted, {p.evidence.detail}")
+
+
+NOT_REACHED = "not reached"  # how tensorrt_worker explains a node the parser never got to
 
 
 class TensorRTBackend(BuildsWithSurgeryBuild):

@@ -882,6 +882,7 @@ class TensorRTStaticBackend:
             evidence=self._evidence("; " + "; ".join(dict.fromkeys(p.check.source for p in problems))),
             words_from="; ".join(sources),
             checks=tuple(dict.fromkeys(p.check.id for p in problems)),
+            inputs=tuple(dict.fromkeys(x for p in problems if isinstance(x := p.values.get("input"), str))),
         )
 
     def _texts(self, problem: Problem, node: NodeProto, inner: NodeProto | None) -> tuple[str, str, str]:

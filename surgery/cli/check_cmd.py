@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from collections import Counter, defaultdict
 
-from surgery.backends.base import Outcome, Status, speaker, where_said
+from surgery.backends.base import Outcome, Status, is_live, speaker, where_said
 from surgery.cli import EXIT_BAD_INPUT, chatter_to_stderr, exit_code
 
 
@@ -149,7 +149,8 @@ def verdict_lines(
     backend's words and our explanation apart. A large group of unknown nodes (those the parser never reached) is
     one line of counts per op type unless `show_all`. Shared by `check` and `fix`."""
     lines = _message_lines(r, indent)
-    groups = sorted(r.groups(), key=lambda g: g.status is not Status.REJECTED)  # refusals first, in order
+    # refusals first (this run's words before those predicted or recorded), then the open verdicts, in order
+    groups = sorted(r.groups(), key=lambda g: (g.status is not Status.REJECTED, not is_live(g.words_from)))
     for g in groups:
         tag = "rejected" if g.status is Status.REJECTED else "cannot confirm"
         lines.append(f"{indent}{tag} at {g.stage.value}" + (f" {g.code}" if g.code else "") + ":")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from surgery.cli import EXIT_BAD_INPUT, exit_code
+from surgery.cli import EXIT_BAD_INPUT, EXIT_REJECTED, exit_code
 
 
 def add_parser(sub):
@@ -216,8 +216,9 @@ def run(args) -> int:
             print(f"wrote {args.recipe}")
     else:
         print("dry run: nothing written")
-    code = outcome.exit_code(args.require_verified)
-    for line in outcome.promises_broken(args.require_verified):
+    broken = outcome.promises_broken(args.require_verified)
+    code = EXIT_REJECTED if broken else exit_code(outcome.after)
+    for line in broken:
         print(f"{line}; exit {code}")
     return code
 

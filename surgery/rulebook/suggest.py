@@ -30,15 +30,47 @@ class Suggestion:
 
 
 def rules_for(ctx: Context, verdict: Verdict, target: str, rules: list[Rule]) -> list[str]:
-    """Ids of the rules that answer `verdict` (from `target`) and match its node."""
+    """Ids of the rules that answer `verdict` (from `target`), match its node, and act on the input the verdict
+    names where it names one (see `binds`)."""
     if verdict.status is Status.SUPPORTED or verdict.index < 0:
         return []
     node = ctx.model.graph.node[verdict.index]
     return [
         r.id
         for r in rules
-        if applies_to(r, [target]) and r.answers_verdict(verdict) and matches(ctx, r, node)
+        if applies_to(r, [target])
+        and r.answers_verdict(verdict)
+        and matches(ctx, r, node)
+        and binds(ctx, r, verdict, target)
     ]
+
+
+def binds(ctx: Context, rule: Rule, verdict: Verdict, target: str) -> bool:
+    """Whether the step the rule takes on the verdict's node acts on what the refusal is about: a step that names
+    some of the node's inputs (a fold of input 1) must name one the verdict names (the refused `axes`, input 3);
+    a step on the node as a whole, or a verdict that names no input, always does."""
+    if not verdict.inputs:
+        return True
+    from surgery.rulebook.engine import propose
+
+    node = ctx.model.graph.node[verdict.index]
+    mine = set(node.input) - {""}
+    for p in propose(ctx.model, [rule], [target], ctx=ctx, only={verdict.node}):
+        if p.node != verdict.node or p.step is None:
+            continue
+        touched = mine & set(_strings(p.step.params))
+        return not touched or bool(touched & set(verdict.inputs))
+    return True
+
+
+def _strings(value) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list | tuple):
+        return [s for v in value for s in _strings(v)]
+    return []
 
 
 def at_readers(ctx: Context, verdict: Verdict, target: str, rules: list[Rule]) -> list[Suggestion]:

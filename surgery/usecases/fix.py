@@ -62,17 +62,9 @@ class FixOutcome:
     def whole_unverified(self) -> bool:
         return self.overall is not None and not verified(self.overall)
 
-    def exit_code(self, require_verified: bool = False) -> int:
-        """As `check` on the result (0 accepts, 1 rejects, 3 cannot confirm), and 1 where a promise is not kept:
-        a cut was taken, or (require_verified) a step or the whole could not be verified or a cut was taken."""
-        from surgery.cli import EXIT_REJECTED, exit_code
-
-        if self.cuts or (require_verified and (self.unverified or self.whole_unverified)):
-            return EXIT_REJECTED
-        return exit_code(self.after)
-
     def promises_broken(self, require_verified: bool = False) -> list[str]:
-        """Why `exit_code` is 1 where the targets alone would not make it so, one line each."""
+        """What keeps this outcome from being a repair whatever the targets say, one line each: a cut was taken,
+        or (require_verified) a step or the whole could not be verified. The CLI exits 1 on any."""
         lines = []
         if self.cuts:
             lines.append(
