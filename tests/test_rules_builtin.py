@@ -196,4 +196,7 @@ def test_rule_turns_the_live_tensorrt_verdict(rule_id, tmp_path):
         )
     after = check_one(ws.current, "tensorrt", str(tmp_path), depth=depth)
     assert fx.node not in {v.node for v in after.rejected}, [v.to_dict() for v in after.rejected]
+    if before.refusals:  # the model as a whole is refused (a uint32 input): no rule on the node changes that
+        assert {m.words for m in after.refusals} <= {m.words for m in before.refusals}, after.to_dict()
+        return
     assert after.outcome.value != "rejects", after.to_dict()
