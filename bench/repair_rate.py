@@ -80,6 +80,7 @@ def repair(path: Path, target: str, rules, max_steps: int, answers: dict | None 
     from surgery.model import load_model
     from surgery.rulebook.tracer import unrepaired
     from surgery.usecases.fix import FixRequest, fix
+    from surgery.verify import lost_outputs
     from surgery.workspace import Workspace
 
     model = load_model(path)
@@ -116,6 +117,15 @@ def repair(path: Path, target: str, rules, max_steps: int, answers: dict | None 
         worst=None if overall is None else list(overall.worst()),
         not_applied=refused[:3],
         why=[line for _, line in unrepaired(ws.current, [after], rules)][:3],
+        # what the promises are checked against, on the result: outputs lost, approximate steps kept past their bound
+        outputs_lost=lost_outputs(model.proto, ws.current),
+        beyond_bound_kept=[
+            a.proposal.rule.id
+            for a in applied
+            if a.verification is not None
+            and a.verification.bound is not None
+            and a.verification.status == "failed"
+        ],
     )
     return row
 
@@ -240,34 +250,52 @@ def _because(r: dict) -> str:
     return (r.get("why") or [r.get("error", "")])[0][:140]
 
 
+def _undone(rows: list[dict], kind: str) -> int:
+    """Steps `fix` undid for breaking a promise, of one kind, summed over the rows (see UNDONE)."""
+    return sum((r.get("undone") or {}).get(kind, 0) for r in rows)
+
+
 def report(rows: list[dict], table: bool) -> None:
     print(
-        "\nrepaired = accepted after fix and verified against the original, with every output kept; "
-        "'plain' = no string, sequence or "
-        "optional tensors;\n'answered' = a rule asked for a configuration input's value and the node test's data "
-        "gave it (--input-value)\n"
+        "\nrepaired = accepted after fix and verified against the original, with every output kept (a step that "
+        "loses one is undone; a cut is never a repair); 'plain' = no string, sequence or optional tensors;\n"
+        "'answered' = a rule asked for a configuration input's value and the node test's data gave it "
+        "(--input-value); 'steps undone' = steps fix undid for breaking a promise: a cut / beyond the rule's "
+        "bound / did not cure (counted per model, a model may have several)\n"
     )
     print(
-        "| target | models | rejected before | repaired | plain rejected | plain repaired | of which answered "
-        "| plain repaired, tune | plain repaired, holdout | accepted, not verifiable here | accepted after a cut "
-        "(outputs left to the host) | cannot confirm | errors |"
+        "| target | models | plain repaired, **held out** | plain repaired, tune | rejected before | repaired "
+        "| of which answered | accepted, not verifiable here | steps undone: cut / beyond bound / not cured "
+        "| cannot confirm | errors |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     by = defaultdict(list)
     for r in rows:
-        by[r["target"]].append(r)
-    for target, rs in by.items():
-        rej = [r for r in rs if r["before"] == "rejects"]
-        plain = [r for r in rej if not r["strings"]]
-        answered = sum(1 for r in plain if _repaired(r) and not r.get("repaired_without_answers"))
-        c = Counter(r["before"] for r in rs)
-        print(
-            f"| {target} | {len(rs)} | {len(rej)} | {_rate(rej)} | {len(plain)} | {_rate(plain)} | {answered} | "
-            f"{_rate([r for r in plain if r['split'] == 'tune'])} | "
-            f"{_rate([r for r in plain if r['split'] == 'holdout'])} | {sum(map(_unverified, rej))} | "
-            f"{sum(1 for r in rej if _cut(r) and r.get('after') == 'accepts')} | "
-            f"{c['cannot confirm']} | {c['error'] + c['out of time']} |"
-        )
+        kind = "node tests" if r.get("family") == "node-test" else "real models"
+        by[(kind, r["target"])].append(r)
+    for kind in ("real models", "node tests"):
+        for (k, target), rs in by.items():
+            if k != kind:
+                continue
+            rej = [r for r in rs if r["before"] == "rejects"]
+            plain = [r for r in rej if not r["strings"]]
+            answered = sum(1 for r in plain if _repaired(r) and not r.get("repaired_without_answers"))
+            c = Counter(r["before"] for r in rs)
+            undone = " / ".join(str(_undone(rej, u)) for u in UNDONE)
+            print(
+                f"| {target}, {kind} | {len(rs)} | {_rate([r for r in plain if r['split'] == 'holdout'])} | "
+                f"{_rate([r for r in plain if r['split'] == 'tune'])} | {len(rej)} | {_rate(rej)} | {answered} | "
+                f"{sum(map(_unverified, rej))} | {undone} | {c['cannot confirm']} | "
+                f"{c['error'] + c['out of time']} |"
+            )
+    lost = [r for r in rows if r.get("outputs_lost")]
+    past = [r for r in rows if r.get("beyond_bound_kept")]
+    print(
+        f"\npromises on the results: {len(lost)} row(s) whose fixed model lost an original output"
+        + "".join(f"\n  {r['model']} [{r['target']}]: {r['outputs_lost'][0]}" for r in lost[:10])
+        + f"; {len(past)} row(s) with an approximate step kept beyond its bound"
+        + "".join(f"\n  {r['model']} [{r['target']}]: {', '.join(r['beyond_bound_kept'])}" for r in past[:10])
+    )
     why = Counter()
     for r in rows:
         if r.get("before") == "rejects" and not _repaired(r):
