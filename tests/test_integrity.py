@@ -72,6 +72,19 @@ def test_a_fix_that_would_empty_the_model_is_a_cut_undone_and_exit_1(text, tmp_p
     assert code == 1, said
     assert "[CUT, changes-semantics" in said and "cut the model (--allow-cut)" in said
 
+    import json
+
+    for extra, kinds in (([], ["cut"]), (["--allow-cut"], [])):
+        code = main(
+            [str(a) for a in ("fix", src, "-t", "tensorrt-static@10.15", "-o", out, "--format", "json")]
+            + extra
+        )
+        result = json.loads(capsys.readouterr().out)  # stdout is the JSON alone
+        assert code == result["exit_code"] == 1
+        assert [u["kind"] for u in result["undone"]] == kinds
+        assert bool(result["promises_broken"]) == bool(extra)
+        assert [bool(s["cut"]) for s in result["steps"]] == ([True] if extra else [])
+
 
 def test_lost_outputs_names_each_way_an_output_is_lost():
     before = onnx.parser.parse_model(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from surgery.cli import EXIT_BAD_INPUT, EXIT_REJECTED, exit_code
+from surgery.cli import EXIT_BAD_INPUT, EXIT_REJECTED, chatter_to_stderr, exit_code
 
 
 def add_parser(sub):
@@ -87,6 +87,13 @@ def add_parser(sub):
         help="take a step that turns another target from accepting to rejecting (without it: undone, and named)",
     )
     p.add_argument("--max-steps", type=int, default=200, help="stop after this many steps (default 200)")
+    p.add_argument(
+        "--format",
+        choices=["text", "json"],
+        default="text",
+        help="json: the outcome on stdout (targets before and after, steps with their verification, cuts, steps "
+        "undone and why, promises broken); the lines a person reads go to stderr",
+    )
     p.add_argument("--max-bytes", type=int, default=None)
     return p
 
@@ -102,6 +109,18 @@ def _verdict_lines(reports) -> list[str]:
 
 
 def run(args) -> int:
+    if args.format != "json":
+        return _run(args)[0]
+    from surgery.model import dumps
+
+    with chatter_to_stderr():  # the lines a person reads go to stderr; stdout is the JSON alone
+        code, result = _run(args)
+    if result is not None:
+        print(dumps({"model": args.model, "exit_code": code, **result}, indent=2))
+    return code
+
+
+def _run(args) -> tuple[int, dict | None]:
     from surgery.backends import UnknownBackend
     from surgery.diagnose import check_model
     from surgery.fixes import FixError
@@ -115,19 +134,19 @@ def run(args) -> int:
 
     if not args.dry_run and not args.preview and not args.output:
         print("error: give -o OUT (or --dry-run, or --preview)", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return EXIT_BAD_INPUT, None
     if args.output and Path(args.output).resolve() == Path(args.model).resolve():
         print(
             "error: -o must differ from the input model; the original is never overwritten", file=sys.stderr
         )
-        return EXIT_BAD_INPUT
+        return EXIT_BAD_INPUT, None
     try:
         shapes = parse_shapes(args.input_shape)
         pins = parse_input_values(args.input_value)
         rules = load_rules(args.rules)
     except (RuleError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return EXIT_BAD_INPUT, None
     ws = Workspace(load_model(args.model, max_bytes=args.max_bytes))
     targets = args.target or ["onnxruntime"]
     base = ws.original.base_dir
@@ -135,7 +154,7 @@ def run(args) -> int:
         before = check_model(ws.current, targets, base, depth=args.depth)
     except UnknownBackend as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return EXIT_BAD_INPUT, None
     folders = ", ".join(str(d) for d in (args.rules or default_dirs()))
     active = [r for r in rules if applies_to(r, targets)]
     print(f"model: {args.model} ({len(ws.current.graph.node)} nodes)")
@@ -156,13 +175,13 @@ def run(args) -> int:
                 ws.apply(Step("pin_input", {"input": name, "value": value}, note="--input-value"))
             except FixError as exc:
                 print(f"error: --input-value {name}: {exc}", file=sys.stderr)
-                return EXIT_BAD_INPUT
+                return EXIT_BAD_INPUT, None
             print(
                 f"  {len(ws.recipe)}. pinned input '{name}' to {value!r} [changes-semantics: no longer an input]"
             )
         _preview(ws, active, targets, values, args.only_rejected, args.depth)
         print("preview: nothing applied, nothing written")
-        return exit_code(before)
+        return exit_code(before), None
 
     def log(done):
         p = done.proposal
@@ -197,7 +216,7 @@ def run(args) -> int:
         outcome = fix(ws, request, before=before, log=log, log_pin=log_pin)
     except FixInputError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return EXIT_BAD_INPUT, None
     if not outcome.applied and not outcome.pinned:
         print("  (no rule applies)")
     for line in outcome.refused:
@@ -216,11 +235,13 @@ def run(args) -> int:
             print(f"wrote {args.recipe}")
     else:
         print("dry run: nothing written")
+    result = outcome.to_dict(args.require_verified)
+    result["written"] = [] if args.dry_run else [args.output, *([args.recipe] if args.recipe else [])]
     broken = outcome.promises_broken(args.require_verified)
     code = EXIT_REJECTED if broken else exit_code(outcome.after)
     for line in broken:
         print(f"{line}; exit {code}")
-    return code
+    return code, result
 
 
 def _preview(ws, rules, targets, values, only_rejected, depth) -> None:

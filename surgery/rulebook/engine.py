@@ -575,6 +575,7 @@ def run_rules(
     log=None,
     guard: Guard | None = None,
     allow_cut: bool = False,
+    undone: list[tuple[str, str]] | None = None,
 ) -> tuple[list[Applied], list[str]]:
     """Apply matching rules until nothing changes. Each round proposes on the current model and applies the
     first rule that matches, on every node it matches at once (one step, one verification: see `batch`); a
@@ -583,16 +584,19 @@ def run_rules(
     back an earlier model (two rules undoing each other) is undone; at most `max_rounds` steps.
     `only(model) -> node keys` limits the rules to those nodes (e.g. the nodes a target rejects). A step that
     breaks a promise is undone (see `apply`: cuts unless `allow_cut`; with a `guard`, steps that do not cure or
-    regress a target); a step that did not cure some of a batch's nodes is tried again without them.
+    regress a target); a step that did not cure some of a batch's nodes is tried again without them; each such
+    step is also added to `undone` as (StepRefused.kind, its line).
     Returns what was applied and what was not (with the reason)."""
     applied: list[Applied] = []
     refused: list[str] = []
     tried: set[tuple[str, str, str]] = set()
     seen = {workspace.fingerprint()}
 
-    def refuse(line: str) -> None:
+    def refuse(line: str, kind: str | None = None) -> None:
         if line not in refused:
             refused.append(line)
+            if kind and undone is not None:
+                undone.append((kind, line))
 
     def attempt(group: list[Proposal], index: dict[str, int]) -> tuple[Applied | None, list[Proposal]]:
         """Apply the group as one step; on failure, halve it until the node that breaks it is refused (the rest
@@ -603,11 +607,11 @@ def run_rules(
         except StepRefused as exc:
             rest = [p for p in group if p.node not in exc.nodes]
             if exc.nodes and rest:  # some of the batch did not cure: those are refused, the rest tried again
-                refuse(str(exc))
+                refuse(str(exc), exc.kind)
                 done, failed = attempt(rest, index)
                 return done, failed + [p for p in group if p.node in exc.nodes]
             if len(group) == 1 or exc.nodes:
-                refuse(f"{proposal.rule.id} on '{proposal.node}': {exc}")
+                refuse(f"{proposal.rule.id} on '{proposal.node}': {exc}", exc.kind)
                 return None, group
         except FixError as exc:
             if len(group) == 1:

@@ -45,6 +45,7 @@ class FixOutcome:
     pinned: list[tuple[str, Any]]
     overall: VerifyReport | None  # the fixed model against the original (None: nothing changed)
     active: list[Rule]  # the rules for these targets
+    undone: list[tuple[str, str]] = field(default_factory=list)  # steps undone for a broken promise: (kind, line)
 
     @property
     def cuts(self) -> list[Applied]:
@@ -61,6 +62,43 @@ class FixOutcome:
     @property
     def whole_unverified(self) -> bool:
         return self.overall is not None and not verified(self.overall)
+
+    def to_dict(self, require_verified: bool = False) -> dict[str, Any]:
+        """The outcome as `fix --format json` prints it."""
+
+        def target(r) -> dict:
+            return {
+                "target": r.backend,
+                "label": r.label,
+                "outcome": r.outcome.value,
+                "rejected": len(r.rejected),
+                "unknown": len(r.unknown),
+                "reasons": r.reasons()[:5],
+            }
+
+        return {
+            "before": [target(r) for r in self.before],
+            "after": [target(r) for r in self.after],
+            "pinned": [{"input": n, "value": v} for n, v in self.pinned],
+            "steps": [
+                {
+                    "rule": a.proposal.rule.id,
+                    "nodes": list(a.proposal.nodes or (a.proposal.node,)),
+                    "op_type": a.proposal.op_type,
+                    "safety": a.proposal.safety,
+                    "step": a.proposal.step.describe(),
+                    "verification": None if a.verification is None else a.verification.to_dict(),
+                    "cut": a.cut,
+                    "host": a.host,
+                    "regressed": a.regressed,
+                }
+                for a in self.applied
+            ],
+            "undone": [{"kind": kind, "line": line} for kind, line in self.undone],
+            "not_applied": self.refused,
+            "original_vs_fixed": None if self.overall is None else self.overall.to_dict(),
+            "promises_broken": self.promises_broken(require_verified),
+        }
 
     def promises_broken(self, require_verified: bool = False) -> list[str]:
         """What keeps this outcome from being a repair whatever the targets say, one line each: a cut was taken,
@@ -123,6 +161,7 @@ def fix(
     guard = Guard(targets, base, request.depth, allow_regress=request.allow_regress)
     if not pinned:
         guard.reports = before
+    undone: list[tuple[str, str]] = []
     applied, refused = run_rules(
         workspace,
         active,
@@ -133,9 +172,10 @@ def fix(
         log=log,
         guard=guard,
         allow_cut=request.allow_cut,
+        undone=undone,
     )
     after = check_model(
         workspace.current, targets, base, depth=request.depth
     )  # cached where a step checked it
     overall = verify_result(workspace, applied)
-    return FixOutcome(before, after, applied, refused, pinned, overall, active)
+    return FixOutcome(before, after, applied, refused, pinned, overall, active, undone)
