@@ -79,6 +79,12 @@ class Model:
     def fingerprint(self) -> str:
         return fingerprint(self.proto)
 
+    def files(self) -> list[Path]:
+        """The files this model was read from: the model file and its external-data files (nothing for bytes)."""
+        if self.base_dir is None:
+            return []
+        return [Path(self.source), *(Path(self.base_dir) / f.location for f in self.external)]
+
 
 _GC_LOCK = threading.Lock()
 _gc_pauses = 0  # threads inside gc_paused() now
@@ -567,12 +573,17 @@ def save_model(
     """Write `proto` to `path` (its folder made) with every weight, external ones read from `base_dir`: in the
     file, or in `<file name>.data` beside it when `external` is true or the model would pass protobuf's 2 GiB
     (`external=None`). A `.data` file left by an earlier write is replaced, not appended to. Returns `path`."""
+    from surgery.outputs import write_atomic
+
     full = with_weights(proto, base_dir)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if external or (external is None and full.ByteSize() > PROTOBUF_LIMIT):
         data = path.parent / (path.name + ".data")
-        data.unlink(missing_ok=True)  # onnx appends to an existing data file
+        # new files, never written through: onnx appends to an existing data file, and writing into an existing
+        # name would change every hard link to it
+        data.unlink(missing_ok=True)
+        path.unlink(missing_ok=True)
         onnx.save_model(
             full,
             str(path),
@@ -582,7 +593,7 @@ def save_model(
             size_threshold=1024,
         )
     else:
-        onnx.save_model(full, str(path))
+        write_atomic(path, full.SerializeToString())
     return path
 
 

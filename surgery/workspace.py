@@ -185,9 +185,9 @@ class Workspace:
         }
 
     def save_recipe(self, path: str | os.PathLike) -> Path:
-        path = Path(path)
-        path.write_text(json.dumps(self.recipe_dict(), indent=2) + "\n")
-        return path
+        from surgery.outputs import write_atomic
+
+        return write_atomic(path, json.dumps(self.recipe_dict(), indent=2) + "\n")
 
     def load_recipe(self, path_or_text: str | os.PathLike, *, check_original: bool = True) -> ModelProto:
         steps, data = read_recipe(path_or_text)

@@ -392,3 +392,66 @@ def test_a_worker_crash_during_check_leaves_the_model_folder_as_it_was(tmp_path,
     assert {v["explanation"] for v in report["verdicts"]} == {"backend crashed: signal 11 (SIGSEGV)"}
     assert sorted(p.name for p in folder.iterdir()) == before == ["m.onnx", "weights.bin"]
     assert copies and not any(os.path.exists(c) for c in copies)  # the private copy went with the check
+
+
+# --- what a command writes (issue 25): never an input, never through a link, never a folder, FIFO or device ------
+
+
+def _model_and_link(tmp_path):
+    from surgery.samples import sample_path
+
+    model = tmp_path / "m.onnx"
+    model.write_bytes(sample_path("resize_scales_chain").read_bytes())
+    os.link(model, tmp_path / "hard.onnx")
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("x")
+    return model
+
+
+T82 = ["-t", "tensorrt-static@8.2"]
+WRITES = [
+    (["fix", "{m}", *T82, "-o", "{d}/hard.onnx"], "a hard link to) the input"),
+    (["fix", "{m}", *T82, "-o", "{d}/out.onnx", "--recipe", "{m}"], "is the input"),
+    (["fix", "{m}", *T82, "-o", "{d}/out.onnx", "--recipe", "{d}/hard.onnx"], "a hard link to) the input"),
+    (["fix", "{m}", *T82, "-o", "{d}/out.onnx", "--recipe", "{d}/folder"], "is a folder"),
+    (["fix", "{m}", *T82, "-o", "{d}/out.onnx", "--recipe", "{d}/missing/r.json"], "does not exist"),
+    (["fix", "{m}", *T82, "-o", "{d}/out.onnx", "--recipe", "/proc/self/status"], "nothing can be written"),
+    (["fix", "{m}", *T82, "-o", "{d}/out.onnx", "--recipe", "{d}/fifo"], "not a regular file"),
+    (["fix", "{m}", *T82, "-o", "{d}/out.onnx", "--recipe", "{d}/out.onnx"], "is also -o"),
+    (["quantize", "{m}", "-o", "{d}/hard.onnx", "--calib", "random:2"], "a hard link to) the input"),
+    (["quantize", "{m}", "-o", "{d}/q.onnx", "--calib", "random:2", "--recipe", "{m}"], "is the input"),
+    (["reduce", "{m}", *T82, "-o", "{d}/hard.onnx"], "a hard link to) the input"),
+    (["reduce", "{m}", *T82, "-o", "{d}/folder"], "is a folder"),
+    (["split", "{m}", *T82, "-o", "{d}/hard.onnx"], "is a file"),
+    (["split", "{m}", *T82, "-o", "{d}/full"], "a folder with files in it"),
+    (["split", "{m}", *T82, "-o", "{d}"], "a folder with files in it"),
+]
+
+
+@pytest.mark.parametrize("argv, words", WRITES, ids=[f"{a[0]}-{k}" for k, (a, _) in enumerate(WRITES)])
+def test_no_command_writes_over_its_input_or_through_a_link(argv, words, tmp_path, capsys, no_hang):
+    model = _model_and_link(tmp_path)
+    before = model.read_bytes()
+    listing = sorted(p.name for p in tmp_path.iterdir())
+    _refused(capsys, [a.format(m=model, d=tmp_path) for a in argv], words)
+    assert model.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == listing
+
+
+def test_an_output_that_is_a_hard_link_to_another_file_is_replaced_not_written_through(tmp_path, capsys):
+    model = _model_and_link(tmp_path)
+    other = tmp_path / "other.bin"
+    other.write_bytes(b"keep me")
+    os.link(other, tmp_path / "out.onnx")
+    assert (
+        main(
+            ["fix", str(model), *T82, "-o", str(tmp_path / "out.onnx"), "--recipe", str(tmp_path / "r.json")]
+        )
+        == 0
+    )
+    assert other.read_bytes() == b"keep me"  # the name was replaced, the other file kept
+    assert (
+        onnx.load(tmp_path / "out.onnx").graph.node and json.loads((tmp_path / "r.json").read_text())["steps"]
+    )
+    capsys.readouterr()

@@ -88,11 +88,12 @@ def _version() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     from surgery.model import ModelLoadError
+    from surgery.outputs import OutputError
 
     args = build_parser().parse_args(argv)
     try:
         return args._run(args)
-    except ModelLoadError as exc:
+    except (ModelLoadError, OutputError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:

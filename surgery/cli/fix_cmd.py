@@ -9,7 +9,6 @@ each target's rejected nodes before and after (exit code as `check` on the model
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from surgery.cli import EXIT_BAD_INPUT, EXIT_REJECTED, chatter_to_stderr, exit_code
 
@@ -125,6 +124,7 @@ def _run(args) -> tuple[int, dict | None]:
     from surgery.diagnose import check_model
     from surgery.fixes import FixError
     from surgery.model import load_model
+    from surgery.outputs import OutputError, check_outputs
     from surgery.rulebook import RuleError, applies_to, load_rules
     from surgery.rulebook.loader import default_dirs
     from surgery.rulebook.tracer import unrepaired
@@ -135,11 +135,6 @@ def _run(args) -> tuple[int, dict | None]:
     if not args.dry_run and not args.preview and not args.output:
         print("error: give -o OUT (or --dry-run, or --preview)", file=sys.stderr)
         return EXIT_BAD_INPUT, None
-    if args.output and Path(args.output).resolve() == Path(args.model).resolve():
-        print(
-            "error: -o must differ from the input model; the original is never overwritten", file=sys.stderr
-        )
-        return EXIT_BAD_INPUT, None
     try:
         shapes = parse_shapes(args.input_shape)
         pins = parse_input_values(args.input_value)
@@ -147,7 +142,14 @@ def _run(args) -> tuple[int, dict | None]:
     except (RuleError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT, None
-    ws = Workspace(load_model(args.model, max_bytes=args.max_bytes))
+    model = load_model(args.model, max_bytes=args.max_bytes)
+    writes = not (args.dry_run or args.preview)
+    try:
+        written = check_outputs(model, [("-o", args.output if writes else None), ("--recipe", args.recipe)])
+    except OutputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT, None
+    ws = Workspace(model)
     targets = args.target or ["onnxruntime"]
     base = ws.original.base_dir
     try:
@@ -228,10 +230,10 @@ def _run(args) -> tuple[int, dict | None]:
     if outcome.overall is not None:
         print(f"original vs fixed: {outcome.overall.summary()}")
     if not args.dry_run:
-        ws.export(args.output)
+        ws.export(written["-o"])
         print(f"wrote {args.output}")
         if args.recipe:
-            ws.save_recipe(args.recipe)
+            ws.save_recipe(written["--recipe"])
             print(f"wrote {args.recipe}")
     else:
         print("dry run: nothing written")

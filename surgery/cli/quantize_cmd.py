@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter
-from pathlib import Path
 
 from surgery.cli import EXIT_BAD_INPUT, EXIT_OK
 
@@ -76,6 +75,7 @@ def run(args) -> int:
     from surgery.cli.build_cmd import accuracy_line
     from surgery.fixes import FixError
     from surgery.model import load_model
+    from surgery.outputs import OutputError, check_outputs
     from surgery.quantize import (
         RANDOM_WARNING,
         Calibration,
@@ -92,11 +92,11 @@ def run(args) -> int:
         return EXIT_BAD_INPUT
 
     model = load_model(args.model)
-    out = Path(args.output)
-    if model.base_dir is not None and out.resolve() == Path(model.source).resolve():
-        return bad(f"refusing to overwrite the original model {out}; choose another file name")
-    if out.exists() and out.is_dir():
-        return bad(f"-o {out} is a directory; give a file name")
+    try:
+        written = check_outputs(model, [("-o", args.output), ("--recipe", args.recipe)])
+    except OutputError as exc:
+        return bad(str(exc))
+    out = written["-o"]
     try:
         src = parse_source(args.calib)
         calib = Calibration(model.proto, src.spec, args.seed)  # every refusal before any work
@@ -156,7 +156,7 @@ def run(args) -> int:
         if src.kind == "random":
             print("  (random calibration: these figures mean little for real data)")
     if args.recipe:
-        ws.save_recipe(args.recipe)
+        ws.save_recipe(written["--recipe"])
         print(f"wrote {args.recipe}")
     print(f"next: onnx-surgery build {out} -b tensorrt -b onnxruntime  (int8 next to fp16 and fp32)")
     return EXIT_OK

@@ -8,7 +8,6 @@ the search short: it is then the smallest found so far, and says so); 1 the targ
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from surgery.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_REJECTED, chatter_to_stderr
 
@@ -50,14 +49,15 @@ def run(args) -> int:
     from surgery.backends.base import speaker
     from surgery.cli.check_cmd import _said
     from surgery.model import dumps, load_model
+    from surgery.outputs import OutputError, check_outputs
     from surgery.reduce import NothingToReduce, ReduceError, reduce_model
 
-    if Path(args.output).resolve() == Path(args.model).resolve():
-        print(
-            "error: -o must differ from the input model; the original is never overwritten", file=sys.stderr
-        )
-        return EXIT_BAD_INPUT
     model = load_model(args.model, max_bytes=args.max_bytes)
+    try:
+        out = check_outputs(model, [("-o", args.output)])["-o"]
+    except OutputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     try:
         with chatter_to_stderr(args.json):
             result = reduce_model(
@@ -74,7 +74,7 @@ def run(args) -> int:
     except (ReduceError, UnknownBackend) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    written = result.save(args.output, model.base_dir)
+    written = result.save(out, model.base_dir)
     if args.json:
         d = result.to_dict()
         d["output"] = str(written)

@@ -117,6 +117,7 @@ def text(plan) -> list[str]:
 def run(args) -> int:
     from surgery.backends import UnknownBackend
     from surgery.model import load_model
+    from surgery.outputs import OutputError, output_folder
     from surgery.specs import parse_shapes
     from surgery.split import DEFAULT_MIN_NODES, SplitError, make_plan
 
@@ -126,6 +127,11 @@ def run(args) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     model = load_model(args.model, max_bytes=args.max_bytes)
+    try:
+        folder = output_folder(args.output, inputs=model.files(), make=False)
+    except OutputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     try:
         with chatter_to_stderr(args.json):
             plan = make_plan(
@@ -140,7 +146,7 @@ def run(args) -> int:
     except (SplitError, UnknownBackend) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    written = plan.save(args.output)
+    written = plan.save(output_folder(folder, inputs=model.files()))
     if args.json:
         print(plan.to_json())
     else:

@@ -232,9 +232,9 @@ class Plan:
         for part in self.parts:
             external = has_external_data(part.model) or None  # else beside it only past 2 GiB
             save_model(part.model, d / part.file, self.base_dir, external=external)
-        out = d / "plan.json"
-        out.write_text(self.to_json())
-        return out
+        from surgery.outputs import write_atomic
+
+        return write_atomic(d / "plan.json", self.to_json())
 
     def to_json(self) -> str:
         """plan.json's text: strict JSON (non-finite numbers as strings), names that are not UTF-8 escaped."""

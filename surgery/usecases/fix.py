@@ -45,7 +45,9 @@ class FixOutcome:
     pinned: list[tuple[str, Any]]
     overall: VerifyReport | None  # the fixed model against the original (None: nothing changed)
     active: list[Rule]  # the rules for these targets
-    undone: list[tuple[str, str]] = field(default_factory=list)  # steps undone for a broken promise: (kind, line)
+    undone: list[tuple[str, str]] = field(
+        default_factory=list
+    )  # steps undone for a broken promise: (kind, line)
 
     @property
     def cuts(self) -> list[Applied]:
