@@ -63,10 +63,25 @@ def parse_profiles(specs: list[str], inputs: list[str]) -> dict[str, tuple[tuple
     return profiles
 
 
+VALUE_MAX_CHARS = 1 << 20  # a value typed or passed on a command line: 1 MiB of text is already absurd
+VALUE_MAX_DEPTH = 32  # lists nested deeper than any tensor's rank
+
+
 def parse_value(text: str):
     """A value typed by a user: '1x3x224x224' or '1,3,224,224' -> [1, 3, 224, 224]; else JSON (5, 0.5, [1, 2],
-    "text"); else the text itself."""
+    "text"); else the text itself. Raises ValueError for text over VALUE_MAX_CHARS or lists nested deeper than
+    VALUE_MAX_DEPTH (json would recurse until Python's stack ends)."""
     t = text.strip()
+    if len(t) > VALUE_MAX_CHARS:
+        raise ValueError(f"a value of {len(t):,} characters; values are at most {VALUE_MAX_CHARS:,}")
+    depth = deepest = 0
+    for ch in t:
+        depth += (ch == "[") - (ch == "]")
+        deepest = max(deepest, depth)
+    if deepest > VALUE_MAX_DEPTH:
+        raise ValueError(
+            f"lists nested {deepest} deep; a tensor's value nests at most {VALUE_MAX_DEPTH} deep"
+        )
     if (
         t
         and all(part.strip().isdigit() for part in t.replace(",", "x").split("x"))
@@ -86,8 +101,26 @@ def parse_input_values(specs: list[str]) -> dict:
         name, sep, text = spec.partition("=")
         if not sep or not name.strip() or not text.strip():
             raise ValueError(f"--input-value '{spec}': expected NAME=VALUE, e.g. k=5 or sizes=[1,3,64,64]")
-        value = parse_value(text)
-        if isinstance(value, str):
-            raise ValueError(f"--input-value '{spec}': '{text}' is not a number or a list of numbers")
+        try:
+            value = parse_value(text)
+        except ValueError as exc:
+            raise ValueError(f"--input-value '{name.strip()}=…': {exc}") from None
+        if isinstance(value, str) or not _numbers(value):
+            raise ValueError(
+                f"--input-value '{spec[:80]}': '{text[:40]}' is not a finite number or a list of finite numbers"
+            )
+        if name.strip() in values:
+            raise ValueError(f"--input-value '{name.strip()}' is given twice; give each input once")
         values[name.strip()] = value
     return values
+
+
+def _numbers(value) -> bool:
+    """A finite number (bool excluded), or a list of such, nested."""
+    import math
+
+    if isinstance(value, list):
+        return all(_numbers(v) for v in value)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return isinstance(value, int) or math.isfinite(value)

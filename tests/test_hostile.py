@@ -455,3 +455,29 @@ def test_an_output_that_is_a_hard_link_to_another_file_is_replaced_not_written_t
         onnx.load(tmp_path / "out.onnx").graph.node and json.loads((tmp_path / "r.json").read_text())["steps"]
     )
     capsys.readouterr()
+
+
+TOPK = """<ir_version: 8, opset_import: ["" : 13]>
+g (float[10] x, int64[1] k) => (float[N] v, int64[N] i) {
+  v, i = TopK (x, k)
+}"""
+
+
+@pytest.mark.parametrize(
+    "value, words",
+    [
+        ("k=NaN", "not a finite number"),
+        ("k=2.5", "is not a whole number"),
+        ("k=99999999999999999999999", "is outside [-9223372036854775808, 9223372036854775807]"),
+        ("k=" + "[" * 5000 + "1" + "]" * 5000, "nested 5000 deep"),
+        ("k=true", "not a finite number"),
+    ],
+    ids=["nan", "fraction", "overflow", "deep", "bool"],
+)
+def test_a_pinned_value_the_input_cannot_hold_is_refused_in_one_line(value, words, tmp_path, capsys):
+    import onnx.parser
+
+    src = tmp_path / "topk.onnx"
+    onnx.save(onnx.parser.parse_model(TOPK), src)
+    _refused(capsys, ["fix", str(src), *T82, "-o", str(tmp_path / "o.onnx"), "--input-value", value], words)
+    assert not (tmp_path / "o.onnx").exists()

@@ -34,12 +34,7 @@ def pin_input(model: ModelProto, input: str, value) -> ModelProto:
     if not info.dtype:
         raise FixError(f"input '{input}' is not a tensor of a known type; it cannot be pinned to a value")
     np_type = helper.tensor_dtype_to_np_dtype(info.dtype)
-    try:
-        array = np.asarray(value).astype(np_type)
-    except (TypeError, ValueError):
-        raise FixError(
-            f"input '{input}' is {np.dtype(np_type).name}; {value!r} is not a value of that type"
-        ) from None
+    array = _cast(input, value, np.dtype(np_type))
     if info.shape is not None:
         if array.ndim != len(info.shape) and array.size == 1 and len(info.shape) <= 1:
             array = array.reshape([1] * len(info.shape))
@@ -53,3 +48,37 @@ def pin_input(model: ModelProto, input: str, value) -> ModelProto:
     del graph.input[k]
     graph.initializer.append(numpy_helper.from_array(array, input))
     return out
+
+
+def _cast(input: str, value, dtype: np.dtype) -> np.ndarray:
+    """`value` as an array of the input's type, refused (FixError) where the cast would change it: NaN or
+    infinity, a fraction for an integer input, a number outside the type's range."""
+    shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+    try:
+        raw = np.asarray(value)
+    except (TypeError, ValueError, OverflowError):
+        raw = np.asarray(None)
+    if (
+        raw.dtype.kind == "O"
+        and dtype.kind in "iu"
+        and all(isinstance(v, int) for v in raw.reshape(-1).tolist())
+    ):
+        limits = np.iinfo(dtype)  # Python ints numpy cannot hold in 64 bits
+        raise FixError(f"input '{input}' is {dtype.name}; {shown} is outside [{limits.min}, {limits.max}]")
+    if raw.dtype.kind not in "biuf":
+        raise FixError(f"input '{input}' is {dtype.name}; {shown} is not a value of that type")
+    if raw.dtype.kind == "f" and not np.all(np.isfinite(raw)):
+        raise FixError(f"input '{input}': {shown} holds NaN or infinity; a pinned value is finite")
+    if dtype.kind in "iu":
+        if raw.dtype.kind == "f" and np.any(raw != np.round(raw)):
+            raise FixError(f"input '{input}' is {dtype.name}; {shown} is not a whole number")
+        limits = np.iinfo(dtype)
+        if raw.size and (raw.min() < limits.min or raw.max() > limits.max):
+            raise FixError(
+                f"input '{input}' is {dtype.name}; {shown} is outside [{limits.min}, {limits.max}]"
+            )
+    elif dtype.kind == "f" and raw.size and np.max(np.abs(raw.astype(np.float64))) > np.finfo(dtype).max:
+        raise FixError(f"input '{input}' is {dtype.name}; {shown} is beyond its largest value")
+    elif dtype.kind == "b" and not np.all(np.isin(raw, (0, 1))):
+        raise FixError(f"input '{input}' is bool; {shown} is not 0, 1, true or false")
+    return raw.astype(dtype)
