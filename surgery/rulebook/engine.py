@@ -294,24 +294,48 @@ def _drop_last(workspace: Workspace) -> None:
 class Guard:
     """What the steps of one fix run are held to against the targets it fixes for, beyond their numbers: a step
     that touches refused nodes and leaves every one of them refused for the same reason did not cure them; a step
-    that turns a target from accepting to rejecting regresses it (undone unless `allow_regress`). Keeps the
-    targets' reports on the model the next step starts from, so each step costs one check."""
+    that turns a target from accepting to rejecting regresses it (undone unless `allow_regress`).
+
+    Checks cost (a TVM or OpenVINO check of a detector takes seconds), so a step is checked only where one of
+    these can happen: it acts on a node the targets refuse, or some target accepts the model it starts from.
+    Between such steps the reports are kept as last checked (`stale`): the refusals they list stand until a step
+    acts on them, and they are checked again before a step whenever one of them accepted."""
 
     targets: list[str]
     base_dir: str | None = None
     depth: str | None = None
     allow_regress: bool = False
     reports: list | None = None
+    stale: bool = False  # `reports` are of an earlier model: steps since acted on no refused node
+    checks: int = 0  # checks made, for benchmarks
 
     def check(self, model: ModelProto) -> list:
         from surgery.diagnose import check_model
 
+        self.checks += 1
         return check_model(model, self.targets, self.base_dir, depth=self.depth)
 
     def current(self, model: ModelProto) -> list:
-        if self.reports is None:
-            self.reports = self.check(model)
+        """The reports a step is judged against: checked again where they are missing, or stale while a target
+        accepted (a step could then regress it)."""
+        if self.reports is None or (self.stale and self._accepting(self.reports)):
+            self.reports, self.stale = self.check(model), False
         return self.reports
+
+    def needs_check(self, proposal: Proposal, before: list) -> bool:
+        """Whether the step's result must be checked: it acts on a refused node, or a target accepted before."""
+        refused = _refusals(before)
+        return self._accepting(before) or any(n in refused for n in (proposal.nodes or (proposal.node,)))
+
+    def settle(self) -> None:
+        """A step was applied without a check: the reports stay as they were, stale."""
+        self.stale = True
+
+    @staticmethod
+    def _accepting(reports: list) -> bool:
+        from surgery.backends.base import Outcome
+
+        return any(r.outcome is Outcome.ACCEPTS for r in reports)
 
     def judge(self, proposal: Proposal, before: list, after: list) -> list[str]:
         """Raise StepRefused when the step did not cure or regresses a target (not allowed); returns the targets
@@ -424,14 +448,16 @@ def apply(
                 f"{report.summary()}",
             )
     after, regressed = [], []
-    if guard is not None:
+    if guard is not None and guard.needs_check(proposal, before):
         after = guard.check(workspace.current)
         try:
             regressed = guard.judge(proposal, before, after)
         except StepRefused:
             _drop_last(workspace)
             raise
-        guard.reports = after
+        guard.reports, guard.stale = after, False
+    elif guard is not None:
+        guard.settle()
     elif targets:
         from surgery.diagnose import check_model
 
