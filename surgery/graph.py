@@ -775,6 +775,25 @@ def _remember(model: ModelProto, stamp: tuple, facts: GraphFacts) -> None:
             _FACTS.popitem(last=False)
 
 
+def cycle_nodes(facts: GraphFacts) -> list[int]:
+    """The main-graph nodes that sit on or behind a cycle (the ones `_toposort` could only append last), in file
+    order; empty for a valid (acyclic) graph."""
+    pos, producer = facts.position, facts.producer
+    late = []
+    for i in facts.order:
+        if any(
+            (p := producer.get(x)) is not None and p != i and pos[p] > pos[i]
+            for x in all_inputs(facts.model.graph.node[i])
+        ):
+            late.append(i)
+    if not late:
+        return []
+    first = min(
+        pos[i] for i in late
+    )  # every node from the first misplaced one on was appended after the cycle
+    return sorted(i for i in facts.order if pos[i] >= first)
+
+
 def _toposort(
     graph: onnx.GraphProto, producer: dict[str, int], reads: list[list[str]] | None = None
 ) -> list[int]:

@@ -93,6 +93,9 @@ class Source:
         return None if self.kind == "random" else Path(self.spec)
 
 
+RANDOM_MAX = 10_000  # random:N beyond this is a typo or an attack: each sample is one onnxruntime run
+
+
 def parse_source(spec: str) -> Source:
     """`random:N`, an existing .npz file or an existing folder; anything else is a CalibrationError."""
     spec = str(spec)
@@ -100,6 +103,11 @@ def parse_source(spec: str) -> Source:
         n = spec.split(":", 1)[1]
         if not n.isdigit() or int(n) < 1:
             raise CalibrationError(f"calibration '{spec}': expected random:N with N a positive whole number")
+        if int(n) > RANDOM_MAX:
+            raise CalibrationError(
+                f"calibration '{spec[:40]}': at most random:{RANDOM_MAX} (seeded noise calibrates no better with "
+                "more samples). Note: for real accuracy give a .npz or a folder of images"
+            )
         return Source("random", f"random:{int(n)}", int(n))
     path = Path(spec).expanduser()
     if not path.exists():
@@ -196,6 +204,12 @@ def _npz_samples(path: Path, inputs: list[_Input]) -> list[dict[str, np.ndarray]
             raise CalibrationError(
                 f"calibration file {path.name}: input '{inp.name}' is {np.dtype(inp.np_type).name}, the array "
                 f"is {a.dtype.name}"
+            )
+        if a.dtype.kind == "f" and not np.all(np.isfinite(a)):
+            bad = int(np.size(a) - np.count_nonzero(np.isfinite(a)))
+            raise CalibrationError(
+                f"calibration file {path.name}: input '{inp.name}' holds {bad} NaN or infinite value(s); "
+                "calibration ranges from them would be infinite"
             )
         a = a.astype(inp.np_type, copy=False)
         batch = inp.shape[0] if inp.shape and isinstance(inp.shape[0], int) and inp.shape[0] > 0 else None

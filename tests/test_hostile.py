@@ -481,3 +481,62 @@ def test_a_pinned_value_the_input_cannot_hold_is_refused_in_one_line(value, word
     onnx.save(onnx.parser.parse_model(TOPK), src)
     _refused(capsys, ["fix", str(src), *T82, "-o", str(tmp_path / "o.onnx"), "--input-value", value], words)
     assert not (tmp_path / "o.onnx").exists()
+
+
+def _cycle(tmp_path):
+    nodes = [
+        helper.make_node("Add", ["x", "b"], ["a"], name="n1"),
+        helper.make_node("Relu", ["a"], ["b"], name="n2"),
+        helper.make_node("Neg", ["a"], ["y"], name="n3"),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+    )
+    path = tmp_path / "cycle.onnx"
+    onnx.save(helper.make_model(g, ir_version=8, opset_imports=[helper.make_opsetid("", 13)]), path)
+    return path
+
+
+def test_a_graph_with_a_cycle_is_refused_by_the_predictor_and_not_split(tmp_path, capsys):
+    src = _cycle(tmp_path)
+    assert main(["check", str(src), "-t", "tensorrt-static@10.15"]) == 1
+    out = capsys.readouterr().out
+    assert "Failed to sort the model topologically" in out and "the graph has a cycle (through n1)" in out
+    _refused(
+        capsys, ["split", str(src), "-t", "tensorrt-static@10.15", "-o", str(tmp_path / "p")], "has a cycle"
+    )
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["quantize", "{m}", "-o", "{d}/q.onnx", "--calib", "random:1000000000"], "at most random:10000"),
+        (["reduce", "{m}", *T82, "-o", "{d}/r.onnx", "--time-limit", "nan"], "--time-limit nan"),
+        (["reduce", "{m}", *T82, "-o", "{d}/r.onnx", "--time-limit", "-1"], "above 0"),
+    ],
+    ids=["random-huge", "time-nan", "time-negative"],
+)
+def test_counts_and_limits_that_make_no_sense_are_refused(argv, words, tmp_path, capsys):
+    model = _model_and_link(tmp_path)
+    _refused(capsys, [a.format(m=model, d=tmp_path) for a in argv], words)
+
+
+def test_calibration_data_with_nan_or_inf_is_refused(tmp_path, capsys):
+    from surgery.samples import sample_path
+
+    src = sample_path("healthy_cnn")
+    model = onnx.load(src)
+    name = model.graph.input[0].name
+    shape = [d.dim_value or 1 for d in model.graph.input[0].type.tensor_type.shape.dim]
+    data = np.random.default_rng(0).standard_normal([2, *shape[1:]]).astype(np.float32)
+    data[1, 0, 0, 0] = np.inf
+    np.savez(tmp_path / "calib.npz", **{name: data})
+    _refused(
+        capsys,
+        ["quantize", str(src), "-o", str(tmp_path / "q.onnx"), "--calib", str(tmp_path / "calib.npz")],
+        "NaN or infinite",
+    )
+    assert not (tmp_path / "q.onnx").exists()

@@ -263,7 +263,9 @@ def test_cli_writes_the_parts_and_plan_and_prints_json(tmp_path, capsys):
     assert written["verification"]["status"] == "reproduces"
     for p in written["parts"]:
         onnx.checker.check_model(str(out / p["file"]), full_check=True)
-    assert main(["split", str(path), "-t", "tensorrt-static@10.15", "-o", str(out)]) == 0
+    assert main(["split", str(path), "-t", "tensorrt-static@10.15", "-o", str(out)]) == 2  # never over a plan
+    assert "is a folder with files in it" in capsys.readouterr().err
+    assert main(["split", str(path), "-t", "tensorrt-static@10.15", "-o", str(tmp_path / "again")]) == 0
     text = capsys.readouterr().out
     assert "crossing tensors (2):" in text and "verification: reproduces" in text
 

@@ -38,7 +38,7 @@ from surgery.backends.base import (
     Status,
     Verdict,
 )
-from surgery.graph import BODY_OPS, GraphFacts, beyond_int32, opset_of
+from surgery.graph import BODY_OPS, GraphFacts, beyond_int32, cycle_nodes, opset_of
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 TABLES_PATH = DATA_DIR / "tensorrt_support.json"
@@ -932,6 +932,9 @@ class TensorRTStaticBackend:
         if needs_profile and depth is not Stage.PARSE:
             x, why = needs_profile[0]
             out.append(self._message("dynamic-input-without-profile", Stage.BUILD, input=x, why=why))
+        cyclic = cycle_nodes(facts)
+        if cyclic:
+            out.append(self._message("graph-cycle", Stage.PARSE, node=facts.keys[cyclic[0]]))
         for t in model.graph.initializer:
             if t.data_type in (TensorProto.INT4, TensorProto.UINT4, TensorProto.FLOAT4E2M1):
                 count = int(np.prod(t.dims)) if t.dims else 1

@@ -52,6 +52,9 @@ def run(args) -> int:
     from surgery.outputs import OutputError, check_outputs
     from surgery.reduce import NothingToReduce, ReduceError, reduce_model
 
+    if not (0 < args.time_limit < float("inf")):  # NaN fails every comparison
+        print(f"error: --time-limit {args.time_limit}: give a number of seconds above 0", file=sys.stderr)
+        return EXIT_BAD_INPUT
     model = load_model(args.model, max_bytes=args.max_bytes)
     try:
         out = check_outputs(model, [("-o", args.output)])["-o"]

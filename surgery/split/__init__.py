@@ -473,7 +473,7 @@ def make_plan(
     from surgery.backends import get_backend
     from surgery.backends.base import Outcome, Status
     from surgery.diagnose import check_one
-    from surgery.graph import GraphFacts
+    from surgery.graph import GraphFacts, cycle_nodes
     from surgery.model import Model
 
     t0 = time.perf_counter()
@@ -501,6 +501,12 @@ def make_plan(
         reason = "; ".join(m.text() for m in report.messages)
         raise SplitError(f"target {target} is not available here: {reason}")
     facts = GraphFacts.of(proto)
+    cyclic = cycle_nodes(facts)
+    if cyclic:
+        raise SplitError(
+            f"the graph has a cycle (through node '{facts.keys[cyclic[0]]}'): ONNX graphs are acyclic, and no "
+            "backend imports this one"
+        )
     graph = proto.graph
     consts = constant_nodes(facts)
     status = {v.index: v.status for v in report.verdicts}
