@@ -737,11 +737,12 @@ def partition(report):
     return _partition(version(), report.backend, workspace().current, report, facts())
 
 
-def parse_value(text: str):
-    """A value typed for a rule's question (surgery.specs.parse_value: 1x3x224x224, 5, [1, 2], ...)."""
-    from surgery.specs import parse_value as parse
+def parse_value(text: str, what: str = "value"):
+    """A value typed for a rule's question: a shape (1x3x224x224, non-negative dims) where it asks for one, else a
+    finite number or a list of them (surgery.specs). Raises ValueError with one line to show."""
+    from surgery.specs import parse_answer
 
-    return parse(text)
+    return parse_answer(text, what)
 
 
 def preview(proposal):
@@ -772,6 +773,11 @@ def apply_proposal(proposal, allow_cut: bool = False) -> None:
         return
     except FixError as exc:
         s.error = str(exc)
+        return
+    except Exception as exc:  # a primitive's bug: said in one line, the workspace as it was (apply undoes)
+        from surgery.backends.base import error_line
+
+        s.error = f"{proposal.rule.id}: the fix failed: {error_line(exc)}"
         return
     v = s.last_applied.verification
     s.last_verification = None if v is None else (v.status, s.last_applied.summary())

@@ -33,10 +33,23 @@ def parse_shapes(specs: list[str], flag: str = "--input-shape") -> dict[str, lis
     for spec in specs:
         name, _, dims = spec.rpartition(":")
         try:
-            shapes[name] = list(parse_shape(dims))
+            shape = list(parse_shape(dims))
         except ValueError:
             raise ValueError(f"{flag} '{spec}': expected NAME:1x3x224x224") from None
+        size = 1
+        for d in shape:
+            size *= d
+        if size > SHAPE_MAX_ELEMENTS:
+            raise ValueError(
+                f"{flag} '{spec}': {size:,} elements; an input this tool feeds holds at most {SHAPE_MAX_ELEMENTS:,}"
+            )
+        if name in shapes:
+            raise ValueError(f"{flag} '{spec}': {name or 'the bare shape'} is given twice")
+        shapes[name] = shape
     return shapes
+
+
+SHAPE_MAX_ELEMENTS = 1 << 28  # 1 GiB of float32 for one seeded input: more does not fit beside the model here
 
 
 def parse_profiles(specs: list[str], inputs: list[str]) -> dict[str, tuple[tuple[int, ...], ...]]:
@@ -124,3 +137,17 @@ def _numbers(value) -> bool:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return False
     return isinstance(value, int) or math.isfinite(value)
+
+
+def parse_answer(text: str, what: str = "value"):
+    """The answer to a rule's question ($ask:<what>), as typed in the app: a shape where `what` names one
+    (1x3x224x224 or 1,3,224,224: non-negative whole dims), else a finite number or a (nested) list of them.
+    Raises ValueError with a one-line message."""
+    if "shape" in what:
+        return list(parse_shape(text))
+    value = parse_value(text)
+    if isinstance(value, str) or not _numbers(value):
+        raise ValueError(
+            f"'{text[:40]}' is not a finite number or a list of finite numbers, e.g. 5 or [0, 2]"
+        )
+    return value

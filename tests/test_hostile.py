@@ -540,3 +540,38 @@ def test_calibration_data_with_nan_or_inf_is_refused(tmp_path, capsys):
         "NaN or infinite",
     )
     assert not (tmp_path / "q.onnx").exists()
+
+
+@pytest.mark.parametrize("typed", ["abc", "NaN", "-1x3x32x32", "[" * 100 + "1" + "]" * 100])
+def test_the_apps_answer_box_says_what_is_wrong_in_one_line(typed):
+    pytest.importorskip("streamlit")
+    from test_app import run_page
+
+    at = run_page()
+    at.button(key="side-lesson-dynamic_input_unshaped").click()
+    at.run()
+    at.session_state["selected"] = "/conv/Conv"
+    at.run()
+    at.text_input(key="ask-freeze-unshaped-input").input(typed)
+    at.run()
+    assert not at.exception
+    assert any("is not a shape" in e.value or "negative" in e.value for e in at.error), [
+        e.value for e in at.error
+    ]
+    assert not [b for b in at.button if b.key == "apply-freeze-unshaped-input"]  # nothing to apply yet
+    assert at.session_state["ws"].recipe == []
+
+
+@pytest.mark.parametrize(
+    "shape, words",
+    [
+        ("nope:1x3x8x8", "names 'nope', which the model does not take"),
+        ("X:1x2000000000", "2,000,000,000 elements"),
+    ],
+    ids=["no-such-input", "huge"],
+)
+def test_split_refuses_a_shape_it_cannot_use(shape, words, tmp_path, capsys):
+    model = _model_and_link(tmp_path)
+    argv = ["split", str(model), *T82, "-o", str(tmp_path / "plan"), "--input-shape", shape]
+    _refused(capsys, argv, words)
+    assert not (tmp_path / "plan").exists()

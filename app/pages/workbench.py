@@ -291,7 +291,12 @@ with right:
                     )
                     if not text:
                         continue
-                    asked = adapter.proposals(key, {p.needs: adapter.parse_value(text)})
+                    try:
+                        answer = adapter.parse_value(text, str(p.needs))
+                    except ValueError as exc:
+                        st.error(md_escape(str(exc)))
+                        continue
+                    asked = adapter.proposals(key, {p.needs: answer})
                     p = next((q for q in asked if q.rule.id == p.rule.id and q.step is not None), p)
                     if p.step is None:
                         continue

@@ -501,6 +501,12 @@ def make_plan(
         reason = "; ".join(m.text() for m in report.messages)
         raise SplitError(f"target {target} is not available here: {reason}")
     facts = GraphFacts.of(proto)
+    unknown = sorted(set(shapes or {}) - set(facts.graph_inputs) - {""})
+    if unknown:
+        raise SplitError(
+            f"--input-shape names {', '.join(map(repr, unknown))}, which the model does not take. Note: its inputs "
+            f"are {', '.join(facts.graph_inputs)}"
+        )
     cyclic = cycle_nodes(facts)
     if cyclic:
         raise SplitError(
