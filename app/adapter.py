@@ -767,9 +767,10 @@ def apply_proposal(proposal, allow_cut: bool = False) -> None:
         s.last_applied = apply(workspace(), proposal, check=False, allow_cut=allow_cut)
         s.error = None
     except StepRefused as exc:
-        s.error = str(exc)
-        if exc.kind == "cut":
-            s.refused_cut = (proposal.rule.id, proposal.node, str(exc))
+        if exc.kind == "cut":  # said on the rule's card, with the button that takes it
+            s.refused_cut = (proposal.rule.id, proposal.node, exc.detail)
+        else:
+            s.error = str(exc)
         return
     except FixError as exc:
         s.error = str(exc)

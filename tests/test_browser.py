@@ -452,3 +452,25 @@ def test_a_collapsed_group_shows_its_name_and_rejected_count_and_opens_in_one_cl
     settle(page)
     assert graph_state(page, "g.byId.has('group:/stage6') && g.byId.has('group:/stage8')")  # opened in place
     page.get_by_role("button", name="Whole graph").wait_for()
+
+
+def test_a_cut_is_shown_undone_and_taken_only_when_asked(page, tmp_path):
+    """The unique_op lesson: cutting before the Unique loses the output 'uniq'. Apply is undone and said on the
+    rule's card; "Take the cut" applies it."""
+    settle(page)
+    page.locator(".st-key-side-lesson-unique_op button").click()
+    settle(page)
+    wait_color(page, "/post/Unique", RED)
+    click_node(page, "/post/Unique")
+    settle(page)
+    page.locator(".st-key-apply-split-before-unsupported-tail button").click()
+    settle(page)
+    warning = page.locator('[data-testid="stAlert"]', has_text="this step is a cut")
+    warning.first.wait_for()
+    assert "output 'uniq' is gone" in warning.first.inner_text()
+    warning.first.scroll_into_view_if_needed()
+    page.screenshot(path=str(tmp_path / "cut.png"))
+    page.locator(".st-key-cut-split-before-unsupported-tail button").click()
+    settle(page)
+    page.locator("text=split-before-unsupported-tail").first.wait_for()
+    page.get_by_text("Recipe").first.wait_for()

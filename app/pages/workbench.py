@@ -315,8 +315,8 @@ with right:
                 cut = st.session_state.get("refused_cut")
                 if cut and cut[:2] == (p.rule.id, p.node):  # undone as a cut: the user may still take it
                     st.warning(
-                        "Not applied: this step is a **cut**, not a repair — the model would lose what it "
-                        f"computes. {md_escape(cut[2])}"
+                        f"Not applied: this step is a **cut**, not a repair: {md_escape(cut[2])}. Take it only "
+                        "where the host will run what it removes."
                     )
                     if st.button("Take the cut (the host runs the rest)", key=f"cut-{p.rule.id}"):
                         adapter.apply_proposal(p, allow_cut=True)

@@ -48,10 +48,11 @@ class StepRefused(FixError):
     "did-not-cure" (every node it was meant for is still refused for the same reason) or "regresses" (another
     target went from accepting to rejecting). `nodes`: the nodes it concerns, where only some do."""
 
-    def __init__(self, kind: str, message: str, nodes: tuple[str, ...] = ()):
+    def __init__(self, kind: str, message: str, nodes: tuple[str, ...] = (), detail: str = ""):
         super().__init__(message)
         self.kind = kind
         self.nodes = nodes
+        self.detail = detail  # what broke, without the rule's name (a cut: the outputs it loses)
 
 
 @dataclass
@@ -415,8 +416,9 @@ def apply(
         _drop_last(workspace)
         raise StepRefused(
             "cut",
-            f"{proposal.rule.id}: a cut, not a repair, undone: {'; '.join(lost)}. Note: --allow-cut takes it "
-            "(the host then runs what the step removes)",
+            f"{proposal.rule.id}: a cut, not a repair, undone: {'; '.join(lost)}. Note: allow the cut to take it "
+            "(fix --allow-cut; the app's Take the cut): the host then runs what the step removes",
+            detail="; ".join(lost),
         )
     report = None
     if verify:
