@@ -195,7 +195,7 @@ class Workspace:
         if check_original and want and want != self.original.fingerprint():
             raise RecipeError(
                 f"recipe was made for a model with fingerprint {want}, this one is {self.original.fingerprint()}. "
-                "Note: pass check_original=False (CLI: --force) to apply it anyway"
+                "Note: pass check_original=False (CLI: replay --force) to apply it anyway"
             )
         return self.replay(steps)
 
@@ -214,28 +214,50 @@ class Workspace:
         return save_model(self.current, path, self.original.base_dir, external=external_data)
 
 
+RECIPE_MAX_BYTES = 64 * 1024 * 1024  # a recipe is steps and their parameters; the largest pins a few lists
+RECIPE_MAX_STEPS = 10_000  # replay cost is bounded before any step runs
+
+
 def read_recipe(path_or_text: str | os.PathLike) -> tuple[list[Step], dict[str, Any]]:
-    """Parse a recipe file (JSON, or YAML with the same fields). Errors name the file and the step."""
+    """Parse a recipe (a file's path, or its text): JSON, or YAML with the same fields, read as every user file
+    is (surgery.inputs: a regular file, size and nesting limits, no YAML aliases). Errors name the file and the
+    step, in one line (RecipeError)."""
+    import yaml
+
+    from surgery.inputs import InputError, check_structure, load_structured
+
     text = str(path_or_text)
     where = "<recipe>"
-    if not text.lstrip().startswith(("{", "format")) and Path(text).exists():
-        where = text
-        text = Path(text).read_text()
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
-        import yaml
-
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise RecipeError(f"{where}: not a JSON or YAML recipe: {exc}") from None
+        if isinstance(path_or_text, os.PathLike) or not text.lstrip().startswith(("{", "format")):
+            where = text
+            data = load_structured(text, "a recipe", RECIPE_MAX_BYTES)
+        else:
+            check_structure(text, where, "a recipe")
+            try:
+                data = json.loads(text)
+            except ValueError:
+                data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except InputError as exc:
+        raise RecipeError(str(exc)) from None
+    except (yaml.YAMLError, ValueError, OverflowError) as exc:
+        raise RecipeError(f"{where}: not a JSON or YAML recipe: {str(exc).splitlines()[0]}") from None
     if not isinstance(data, dict) or data.get("format") != RECIPE_FORMAT:
         raise RecipeError(f"{where}: not an onnx-surgery recipe (expected format: {RECIPE_FORMAT})")
+    raw_steps = data.get("steps") or []
+    if not isinstance(raw_steps, list):
+        raise RecipeError(f"{where}: 'steps' must be a list of steps")
+    if len(raw_steps) > RECIPE_MAX_STEPS:
+        raise RecipeError(f"{where}: {len(raw_steps):,} steps; a recipe holds at most {RECIPE_MAX_STEPS:,}")
     steps = []
-    for i, raw in enumerate(data.get("steps") or []):
+    for i, raw in enumerate(raw_steps):
         try:
-            steps.append(Step.from_dict(raw))
-        except ValueError as exc:
-            raise RecipeError(f"{where}: step {i + 1}: {exc}") from None
+            step = Step.from_dict(raw)
+            if not isinstance(step.fix, str) or not isinstance(raw.get("params", {}), dict):
+                raise ValueError("'fix' must name a primitive and 'params' be a mapping")
+        except (ValueError, KeyError, TypeError) as exc:
+            raise RecipeError(
+                f"{where}: step {i + 1}: {str(exc).splitlines()[0] if str(exc) else exc}"
+            ) from None
+        steps.append(step)
     return steps, data

@@ -575,3 +575,60 @@ def test_split_refuses_a_shape_it_cannot_use(shape, words, tmp_path, capsys):
     argv = ["split", str(model), *T82, "-o", str(tmp_path / "plan"), "--input-shape", shape]
     _refused(capsys, argv, words)
     assert not (tmp_path / "plan").exists()
+
+
+# --- replay (issue 25): recipes replay from the CLI, a hostile recipe is one line -------------------------------
+
+
+def test_replay_gives_the_fixed_model_bit_for_bit_and_refuses_another_model(tmp_path, capsys):
+    model = _model_and_link(tmp_path)
+    recipe = tmp_path / "r.json"
+    assert main(["fix", str(model), *T82, "-o", str(tmp_path / "f1.onnx"), "--recipe", str(recipe)]) == 0
+    capsys.readouterr()
+    assert main(["replay", str(model), str(recipe), "-o", str(tmp_path / "f2.onnx"), *T82]) == 0
+    out = capsys.readouterr().out
+    assert "the recipe's result, bit for bit" in out and "accepts" in out
+    assert (tmp_path / "f1.onnx").read_bytes() == (tmp_path / "f2.onnx").read_bytes()
+    from surgery.samples import sample_path
+
+    other = sample_path("healthy_cnn")
+    _refused(capsys, ["replay", str(other), str(recipe), "-o", str(tmp_path / "f3.onnx")], "made for a model")
+    assert not (tmp_path / "f3.onnx").exists()
+
+
+def _recipes(d):
+    (d / "deep.json").write_text(
+        '{"format": "onnx-surgery-recipe/1", "steps": ' + "[" * 5000 + "]" * 5000 + "}"
+    )
+    (d / "utf16.json").write_bytes('{"format": 1}'.encode("utf-16"))
+    (d / "alias.yaml").write_text("format: onnx-surgery-recipe/1\na: &a [1, 2]\nsteps: *a\n")
+    (d / "steps.json").write_text('{"format": "onnx-surgery-recipe/1", "steps": 5}')
+    (d / "step.json").write_text('{"format": "onnx-surgery-recipe/1", "steps": [{"fix": ["x"]}]}')
+    (d / "many.json").write_text(
+        '{"format": "onnx-surgery-recipe/1", "steps": ['
+        + ",".join(['{"fix": "inference_mode"}'] * 10001)
+        + "]}"
+    )
+
+
+@pytest.mark.parametrize(
+    "name, words",
+    [
+        ("folder", "is a directory"),
+        ("fifo", "not a regular file"),
+        ("/proc/self/status", "not an onnx-surgery recipe"),
+        ("deep.json", "nested deeper than 32"),
+        ("utf16.json", "not UTF-8"),
+        ("alias.yaml", "anchors and aliases"),
+        ("steps.json", "'steps' must be a list"),
+        ("step.json", "step 1:"),
+        ("many.json", "at most 10,000"),
+        ("missing.json", "no such file"),
+    ],
+)
+def test_a_hostile_recipe_is_one_line_and_writes_nothing(name, words, tmp_path, capsys, no_hang):
+    model = _model_and_link(tmp_path)
+    _recipes(tmp_path)
+    recipe = name if name.startswith("/") else str(tmp_path / name)
+    _refused(capsys, ["replay", str(model), recipe, "-o", str(tmp_path / "out.onnx")], words)
+    assert not (tmp_path / "out.onnx").exists()
