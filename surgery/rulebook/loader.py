@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import codecs
 import os
-import stat
 from pathlib import Path
 
 import yaml
@@ -136,24 +135,14 @@ _BOMS = [
 
 
 def _read_regular(path: Path) -> bytes:
-    """The bytes of a regular file of at most MAX_BYTES. A FIFO is opened without blocking and refused unread."""
+    """The bytes of a regular file of at most MAX_BYTES (surgery.inputs.read_regular: a FIFO is opened without
+    blocking and refused unread), its refusal as a RuleError at line 1 of the file."""
+    from surgery.inputs import InputError, read_regular
+
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise RuleError(f"{path}:1: cannot read the rule file: {exc.strerror or exc}") from None
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode):
-        os.close(fd)
-        what = (
-            "is a directory" if stat.S_ISDIR(info.st_mode) else "is not a regular file (a FIFO or a device)"
-        )
-        raise RuleError(f"{path}:1: {what}, not a rule file")
-    with os.fdopen(fd, "rb") as f:
-        if info.st_size > MAX_BYTES:
-            raise RuleError(
-                f"{path}:1: {info.st_size} bytes, over the {MAX_BYTES}-byte limit for a rule file"
-            )
-        return f.read(MAX_BYTES + 1)
+        return read_regular(path, "a rule file", MAX_BYTES)
+    except InputError as exc:
+        raise RuleError(f"{path}:1:{str(exc).removeprefix(str(path) + ':')}") from None
 
 
 def decode_rule_bytes(data: bytes, path: str) -> str:
