@@ -453,3 +453,57 @@ def test_check_lists_refusals_first_and_counts_a_large_group_of_unknown_nodes():
     assert "     - 9 nodes: Constant ×6, MatMul ×3 (--all lists them)" in lines
     assert not any("'c1'" in x for x in lines)
     assert any("'c1'" in x for x in verdict_lines(r, show_all=True))
+
+
+def test_a_node_the_live_parser_never_reached_gets_the_predictors_verdict_marked_predicted(tmp_path):
+    """The BERT int8 shape: a UINT8 table gathered then dequantized with zero point 3. The parser refuses the
+    DequantizeLinear, and with it cut out stops at an error not tied to a node, never reaching the Gather."""
+    from surgery.backends import get_backend
+    from surgery.diagnose import check_model
+
+    if not get_backend("tensorrt").availability().ok:
+        pytest.skip(get_backend("tensorrt").availability().reason)
+    table = np.random.default_rng(0).integers(0, 255, (10, 4)).astype(np.uint8)
+    inits = [
+        numpy_helper.from_array(table, "table"),
+        numpy_helper.from_array(np.array(0.1, np.float32), "s"),
+        numpy_helper.from_array(np.array(3, np.uint8), "z"),
+    ]
+    nodes = [
+        helper.make_node("Gather", ["table", "ids"], ["g"], name="gather"),
+        helper.make_node("DequantizeLinear", ["g", "s", "z"], ["d"], name="dq"),
+        helper.make_node("Relu", ["d"], ["y"], name="relu"),
+    ]
+    inputs = [helper.make_tensor_value_info("ids", T.INT64, [2])]
+    graph = helper.make_graph(
+        nodes, "g", inputs, [helper.make_tensor_value_info("y", T.FLOAT, [2, 4])], inits
+    )
+    model = helper.make_model(graph, ir_version=8, opset_imports=[helper.make_opsetid("", 13)])
+    (report,) = check_model(model, ["tensorrt"])
+    by = report.by_node()
+    assert by["dq"].status is Status.REJECTED and by["dq"].words_from.startswith("live")
+    gather = by["gather"]
+    assert gather.status is not Status.UNKNOWN, gather
+    assert (
+        gather.explanation.startswith("predicted for TensorRT")
+        and "did not reach this node" in gather.explanation
+    )
+    assert gather.evidence.source == "support table" and gather.evidence.detail.startswith("predicted")
+
+
+def test_a_sequence_input_the_live_parser_refuses_rejects_the_model(tmp_path, capsys):
+    from surgery.backends import get_backend
+
+    if not get_backend("tensorrt").availability().ok:
+        pytest.skip(get_backend("tensorrt").availability().reason)
+    seq = helper.make_tensor_sequence_value_info("s", T.FLOAT, [2])
+    nodes = [
+        helper.make_node("SequenceAt", ["s", "i"], ["a"], name="at"),
+        helper.make_node("Relu", ["a"], ["y"]),
+    ]
+    outputs = [helper.make_tensor_value_info("y", T.FLOAT, [2])]
+    graph = helper.make_graph(nodes, "g", [seq], outputs, [helper.make_tensor("i", T.INT64, [], [0])])
+    src = tmp_path / "seq.onnx"
+    onnx.save(helper.make_model(graph, ir_version=8, opset_imports=[helper.make_opsetid("", 13)]), src)
+    code, said = run(capsys, "check", src, "-t", "tensorrt")
+    assert code == 1 and "rejects" in said and "importInput" in said, said
