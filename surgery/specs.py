@@ -1,7 +1,8 @@
 """What users type for shapes, profiles and input values — one parser each, shared by the CLI and the app.
 
   shape     1x3x224x224 or 1,3,224,224                       -> (1, 3, 224, 224)
-  shapes    NAME:1x3x224x224 (or a bare shape, for every input) -> {NAME: [1, 3, 224, 224]} ('' for bare)
+  shapes    NAME:1x3x224x224 (or a bare shape, for every input) -> {NAME: [1, 3, 224, 224]} ('' for bare);
+            '?', '-1' or a name keeps that dim dynamic: NAME:?x3x224x224 -> {NAME: [None, 3, 224, 224]}
   profile   NAME:MIN:OPT:MAX with shapes as above             -> {NAME: (min, opt, max)}
   value     NAME=5, NAME=[1, 3, 224, 224], NAME=0.5            -> {NAME: 5}, ...
 
@@ -15,16 +16,32 @@ import json
 PROFILE_EXAMPLE = "input:1x3x224x224:4x3x224x224:8x3x224x224"
 
 
-def parse_shape(text: str) -> tuple[int, ...]:
-    """'1x3x224x224' or '1,3,224,224' -> (1, 3, 224, 224); non-negative integers only."""
-    parts = text.strip().lower().replace(",", "x").split("x")
-    try:
-        dims = tuple(int(p) for p in parts)
-    except ValueError:
-        raise ValueError(f"'{text}' is not a shape. Note: write dims joined by x, e.g. 1x3x224x224") from None
-    if any(d < 0 for d in dims):
+def parse_shape(text: str, dynamic: bool = False) -> tuple:
+    """'1x3x224x224' or '1,3,224,224' -> (1, 3, 224, 224); non-negative integers only. With `dynamic` (an input's
+    shape, not a profile's), a dim may stay dynamic as users write it: '?' or '-1' -> None, a name ('batch') ->
+    that name: '?x3x224x224' freezes every dim but the batch."""
+    parts = (
+        text.strip().replace(",", "x").split("x")
+        if dynamic
+        else text.strip().lower().replace(",", "x").split("x")
+    )
+    dims: list = []
+    for p in parts:
+        p = p.strip()
+        if dynamic and p in ("?", "-1"):
+            dims.append(None)
+        elif dynamic and p.isidentifier():
+            dims.append(p)
+        else:
+            try:
+                dims.append(int(p))
+            except ValueError:
+                raise ValueError(
+                    f"'{text}' is not a shape. Note: write dims joined by x, e.g. 1x3x224x224"
+                ) from None
+    if any(isinstance(d, int) and d < 0 for d in dims):
         raise ValueError(f"'{text}' has a negative dim. Note: dims are non-negative integers")
-    return dims
+    return tuple(dims)
 
 
 def parse_shapes(specs: list[str], flag: str = "--input-shape") -> dict[str, list[int]]:
@@ -33,12 +50,14 @@ def parse_shapes(specs: list[str], flag: str = "--input-shape") -> dict[str, lis
     for spec in specs:
         name, _, dims = spec.rpartition(":")
         try:
-            shape = list(parse_shape(dims))
+            shape = list(parse_shape(dims, dynamic=True))
         except ValueError:
-            raise ValueError(f"{flag} '{spec}': expected NAME:1x3x224x224") from None
+            raise ValueError(
+                f"{flag} '{spec}': expected NAME:1x3x224x224 ('?' or a name keeps a dim dynamic)"
+            ) from None
         size = 1
         for d in shape:
-            size *= d
+            size *= d if isinstance(d, int) else 1
         if size > SHAPE_MAX_ELEMENTS:
             raise ValueError(
                 f"{flag} '{spec}': {size:,} elements; an input this tool feeds holds at most {SHAPE_MAX_ELEMENTS:,}"

@@ -507,3 +507,29 @@ def test_a_sequence_input_the_live_parser_refuses_rejects_the_model(tmp_path, ca
     onnx.save(helper.make_model(graph, ir_version=8, opset_imports=[helper.make_opsetid("", 13)]), src)
     code, said = run(capsys, "check", src, "-t", "tensorrt")
     assert code == 1 and "rejects" in said and "importInput" in said, said
+
+
+def test_a_dim_typed_as_question_mark_minus_one_or_a_name_stays_dynamic(tmp_path, capsys):
+    from surgery.samples import sample_path
+    from surgery.specs import parse_shapes
+
+    assert parse_shapes(["x:?x3x8x8", "y:-1x3", "z:batchx3"]) == {
+        "x": [None, 3, 8, 8],
+        "y": [None, 3],
+        "z": ["batch", 3],
+    }
+    out = tmp_path / "f.onnx"
+    code, said = run(
+        capsys,
+        "fix",
+        sample_path("dynamic_input_unshaped"),
+        "-t",
+        "tensorrt-static@10.15",
+        "-o",
+        out,
+        "--input-shape",
+        "image:batchx3x32x32",
+    )
+    assert code == 0, said
+    dims = onnx.load(out).graph.input[0].type.tensor_type.shape.dim
+    assert [d.dim_param or d.dim_value for d in dims] == ["batch", 3, 32, 32]

@@ -68,7 +68,7 @@ def test_broken_rule_file_bad_target_and_bad_shape_are_exit_2(tmp_path, capsys):
     assert main(["fix", src, "--rules", str(tmp_path), "--dry-run"]) == 2
     assert "bad.yaml:6: field 'fix.primitive': unknown primitive 'nope'" in capsys.readouterr().err
     assert main(["fix", src, "-t", "tensorrt-static@7.5", "--dry-run"]) == 2
-    assert main(["fix", src, "--input-shape", "x:1xA", "--dry-run"]) == 2
+    assert main(["fix", src, "--input-shape", "x:1x2.5", "--dry-run"]) == 2  # (1xA: a dim named A, dynamic)
     assert "expected NAME:1x3x224x224" in capsys.readouterr().err
     assert main(["fix", src]) == 2  # no -o and no --dry-run
 

@@ -12,13 +12,31 @@ from surgery.fixes.fold_constants import fold_constants
 from surgery.graph import is_static_dim
 
 
-def _set_shape(vi: onnx.ValueInfoProto, dims: list[int]) -> None:
+def _set_shape(vi: onnx.ValueInfoProto, dims: list) -> None:
+    """Sizes where `dims` gives them; a name (str) becomes that dim_param; None keeps the dim the input has there
+    (else a dim_param of its own): '?x3x224x224' freezes all but the batch."""
     tt = vi.type.tensor_type
+    old = list(tt.shape.dim) if tt.HasField("shape") else []
+    kept = []
+    for k in range(len(dims)):
+        copy = onnx.TensorShapeProto.Dimension()
+        if k < len(old):
+            copy.CopyFrom(old[k])
+        kept.append(copy)
     tt.ClearField("shape")
     shape = tt.shape
     shape.SetInParent()
-    for d in dims:
-        shape.dim.add().dim_value = int(d)
+    for k, d in enumerate(dims):
+        dim = shape.dim.add()
+        if isinstance(d, str):
+            dim.dim_param = d
+        elif d is None:
+            if kept[k].WhichOneof("value") == "dim_param" or is_static_dim(kept[k]):
+                dim.CopyFrom(kept[k])
+            else:  # none there, or a -1 written as a size
+                dim.dim_param = f"{vi.name}_dim{k}"
+        else:
+            dim.dim_value = int(d)
 
 
 @register(
@@ -26,7 +44,8 @@ def _set_shape(vi: onnx.ValueInfoProto, dims: list[int]) -> None:
     safety=Safety.CHANGES_SEMANTICS,
     summary="Give inputs fixed shapes (by input, or by symbolic dim name), infer shapes again, fold constants.",
     params={
-        "shapes": "dict input name -> list of int dims (the full shape; a dim already fixed must match)",
+        "shapes": "dict input name -> list of dims (the full shape; a dim already fixed must match; a name or None "
+        "keeps that dim dynamic)",
         "dims": "dict symbolic dim name -> int size, applied to every input that uses that name",
         "fold": "bool: fold constants afterwards, so Shape chains become initializers (default true)",
         "base_dir": "str: folder of the model's external data (the workspace sets it)",
@@ -47,7 +66,7 @@ def freeze_shapes(model: ModelProto, shapes=None, dims=None, fold=True, base_dir
                 f"input '{name}' has rank {len(old.shape.dim)}; the new shape {new} has rank {len(new)}"
             )
         for k, d in enumerate(old.shape.dim if old.HasField("shape") else []):
-            if is_static_dim(d) and d.dim_value != new[k]:
+            if is_static_dim(d) and isinstance(new[k], int) and d.dim_value != new[k]:
                 raise FixError(
                     f"input '{name}' dim {k} is fixed at {d.dim_value}; cannot freeze it to {new[k]}"
                 )

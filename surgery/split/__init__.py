@@ -401,9 +401,16 @@ def seeded_feeds(
         copy = numeric.graph.input.add()
         copy.CopyFrom(vi)
         if fixed is not None:
+            old = list(copy.type.tensor_type.shape.dim)
             del copy.type.tensor_type.shape.dim[:]
-            for d in fixed:
-                copy.type.tensor_type.shape.dim.add().dim_value = int(d)
+            for k, d in enumerate(fixed):
+                dim = copy.type.tensor_type.shape.dim.add()
+                if isinstance(d, int):
+                    dim.dim_value = d
+                elif d is None and k < len(old):  # '?': the input's own dim there
+                    dim.CopyFrom(old[k])
+                else:  # a name, or '?' where the input has no dim: dynamic, seeded at default_dim
+                    dim.dim_param = d or f"{vi.name}_dim{k}"
         if info.dtype == onnx.TensorProto.STRING:
             strings.append(copy)
             numeric.graph.input.pop()
