@@ -78,6 +78,7 @@ def repair(path: Path, target: str, rules, max_steps: int, answers: dict | None 
     from surgery.backends.base import Outcome
     from surgery.diagnose import check_one
     from surgery.model import load_model
+    from surgery.rulebook.engine import verify_result
     from surgery.rulebook.tracer import unrepaired
     from surgery.usecases.fix import FixRequest, fix
     from surgery.verify import lost_outputs
@@ -92,7 +93,7 @@ def repair(path: Path, target: str, rules, max_steps: int, answers: dict | None 
         return row
     request = FixRequest([target], rules, depth="parse", max_steps=max_steps)
     outcome = fix(ws, request, before=[before])
-    applied, refused, after = outcome.applied, outcome.refused, outcome.after[0]
+    applied, refused, after, overall = outcome.applied, outcome.refused, outcome.after[0], outcome.overall
     row["repaired_without_answers"] = after.outcome is Outcome.ACCEPTS
     if after.outcome is not Outcome.ACCEPTS and answers:
         request.values = {"value": answers}
@@ -101,12 +102,10 @@ def repair(path: Path, target: str, rules, max_steps: int, answers: dict | None 
             applied += more.applied
             refused += more.refused
             after = more.after[0]
+            overall = verify_result(ws, applied)  # the whole recipe, at the least safe class of both runs
         row["pinned"] = [
             a.proposal.step.params["input"] for a in more.applied if a.proposal.rule.id == "pin-config-input"
         ]
-    from surgery.rulebook.engine import verify_result
-
-    overall = verify_result(ws, applied)
     row.update(
         steps=[f"{a.proposal.rule.id} on {a.proposal.op_type} '{a.proposal.node}'" for a in applied],
         cut=[a.proposal.rule.id for a in applied if a.cut],
