@@ -60,6 +60,7 @@ def _set_workspace(ws: Workspace, name: str) -> None:
     s.ws, s.model_name = ws, name
     s.selected, s.last_applied, s.error, s.scopes, s.check_big = None, None, None, [], False
     s.last_verification, s.session_id, s.sample = None, None, None
+    s.fix_summary = None
 
 
 def open_sample(name: str, remember: bool = True) -> None:
@@ -782,6 +783,39 @@ def apply_proposal(proposal, allow_cut: bool = False) -> None:
         return
     v = s.last_applied.verification
     s.last_verification = None if v is None else (v.status, s.last_applied.summary())
+    remember_session()
+
+
+def fix_all(log=None) -> None:
+    """Every rule for the chosen targets until nothing changes, as `onnx-surgery fix` runs them (the fix use case,
+    surgery.usecases.fix): each step a recipe entry, undone one by one; steps that break a promise are undone and
+    listed. `log(line)` hears of each step as it lands. The outcome's summary is kept for the page."""
+    from surgery.backends.base import error_line
+    from surgery.usecases.fix import FixRequest, fix
+
+    s = state()
+    ws = workspace()
+
+    def said(done) -> None:
+        if log:
+            log(
+                f"{len(ws.recipe)}. {done.proposal.rule.id} on {done.proposal.where()} [{done.proposal.safety}]"
+            )
+
+    try:
+        outcome = fix(ws, FixRequest(list(s.targets), all_rules(), depth=depth()), log=said)
+    except Exception as exc:  # a backend that cannot load, a primitive's bug: one line, the steps made stay
+        s.error = f"Fix all: {error_line(exc)}"
+        return
+    lines = [f"{len(outcome.applied)} step(s) applied"]
+    for b, a in zip(outcome.before, outcome.after):
+        lines.append(
+            f"{a.label}: {b.outcome.value} → {a.outcome.value} ({len(b.rejected)} → {len(a.rejected)} refused)"
+        )
+    lines += [f"undone ({kind}): {line}" for kind, line in outcome.undone]  # the numbers: the recipe's box
+    s.fix_summary = lines
+    v = outcome.overall
+    s.last_verification = None if v is None else (v.status, f"original vs fixed: {v.summary()}")
     remember_session()
 
 

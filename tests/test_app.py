@@ -592,3 +592,22 @@ def test_a_start_model_changed_after_it_was_read_ahead_is_read_again(tmp_path, m
     onnx.save(scoped_chain(510), path)  # rewritten since: 2040 nodes
     at = run_page(targets=["tensorrt-static@10.15"])
     assert any("2040 nodes collapsed into" in c.value for c in at.caption), [c.value for c in at.caption]
+
+
+def test_fix_all_runs_the_fix_use_case_and_shows_its_summary():
+    at = run_page()
+    at.session_state["targets"] = ["tensorrt-static@8.2"]
+    at.button(key="side-lesson-resize_scales_chain").click()
+    at.run()
+    at.session_state["targets"] = ["tensorrt-static@8.2"]
+    at.button(key="fix_all").click()
+    at.run()
+    assert not at.exception
+    ws = at.session_state["ws"]
+    assert [s.rule for s in ws.recipe] == ["fold-resize-scales"]
+    said = [shown(c.value) for c in at.caption]
+    assert "1 step(s) applied" in said
+    assert any("rejects → accepts (1 → 0 refused)" in line for line in said), said
+    at.button(key="undo").click()
+    at.run()
+    assert at.session_state["ws"].cursor == 0

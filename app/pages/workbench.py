@@ -392,6 +392,20 @@ with hist:
             line, icon=":material/science:"
         )
 with actions:
+    if st.button(
+        "Fix all",
+        key="fix_all",
+        icon=":material/auto_fix_high:",
+        width="stretch",
+        help="every rule for the chosen targets until nothing changes, as `onnx-surgery fix` does: each step "
+        "verified, one recipe entry each",
+    ):
+        with st.status("Fixing for " + ", ".join(s.targets) + "…", expanded=True) as box:
+            adapter.fix_all(log=lambda line: box.write(md_escape(line)))
+            box.update(label="Fix all: done", state="complete", expanded=False)
+        st.rerun()
+    for line in st.session_state.get("fix_summary") or []:
+        st.caption(md_escape(line))
     c = st.columns(2)
     if c[0].button("Undo", key="undo", disabled=not ws.can_undo, icon=":material/undo:", width="stretch"):
         adapter.undo()
