@@ -1,7 +1,7 @@
 """Where `fix` cannot repair a model, does `split` give a deployable plan? For every corpus model (bench/corpus)
 and every target: the target's verdict, `fix` run as bench/repair_rate.py runs it (a repair counts when the
-target accepts the fixed model and it is verified), and for every model the target rejects and `fix` does not
-repair, `split` on the original model with onnxruntime as the fallback: whether the plan is verified (every
+target accepts the fixed model and it is verified), and for every model the target rejects or cannot confirm (a
+plugin TensorRT-RTX lacks) and `fix` does not repair, `split` on the original model with onnxruntime as the fallback: whether the plan is verified (every
 target part accepted by the target alone and the chained parts reproduce the original on seeded inputs: exit 0),
 the share of compute nodes (not constants) on the target, the parts, the crossings and the bytes crossing (from
 inferred shapes, else measured in the verification run, marked ~).
@@ -87,6 +87,10 @@ def split_row(path: Path, target: str, min_nodes: int) -> dict:
         "verification": None if v is None else v.summary()[:300],
         "ran_on": None if v is None else sorted(set(v.ran_on)),
         "why": (refused[0] if refused else (v.message if v is not None and not v.ok else ""))[:300],
+        # how far each target part was taken alone: "build" (built here) or "parse" (no builder here)
+        "target_depths": sorted({p.build.get("depth", "parse") for p in plan.target_parts}),
+        "built": all(p.build.get("ok", False) for p in plan.target_parts),
+        "builder_moved": any(n.startswith("the builder refused") for n in plan.notes),
     }
 
 
@@ -123,7 +127,7 @@ def main() -> None:
                 if row is None:
                     row = repair_record(rec, target, rules, args)
                 row = dict(row)
-                if row["before"] == "rejects" and not _repaired(row):
+                if row["before"] in ("rejects", "cannot confirm") and not _repaired(row):
                     signal.setitimer(signal.ITIMER_REAL, args.timeout)
                     row.update(split_row(CORPUS / rec["path"], target, args.min_nodes))
             except OutOfTime:
@@ -158,7 +162,7 @@ def _bytes(n, measured: bool) -> str:
 
 def report(rows: list[dict], table: bool) -> None:
     print(
-        "\n| target | rejected, not repaired by fix | verified plan | chain differs | target part refused | "
+        "\n| target | rejected or cannot confirm, not repaired by fix | verified plan | chain differs | target part refused | "
         "not verified | no plan | error / out of time | share on target (median, verified) | crossings "
         "(median) | bytes crossing (median) |"
     )
@@ -185,6 +189,15 @@ def report(rows: list[dict], table: bool) -> None:
             line = r.get("why") or ""
             head = line.split(":")[0] if r["result"] == "no plan" else line[:90]
             why[(r["target"], r["result"], head)] += 1
+    for target, rs in by.items():
+        ok = [r for r in rs if r["result"] == "verified plan"]
+        built = [r for r in ok if "build" in (r.get("target_depths") or [])]
+        print(
+            f"\n{target}: {len(ok)} verified plan(s); target parts built here in {sum(r['built'] for r in built)} of "
+            f"{len(built)} that a builder here could build ({len(ok) - len(built)} checked at parse only: no "
+            f"builder here); {sum(bool(r.get('builder_moved')) for r in ok)} plan(s) had nodes the builder refused "
+            "moved to the fallback"
+        )
     print("\nno verified plan, by first reason (target, result, reason): count")
     for (target, result, reason), n in why.most_common(40):
         print(f"  {target}: {result}: {reason}: {n}")
