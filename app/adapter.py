@@ -684,6 +684,22 @@ def fixes_at_readers(node_key: str, reports) -> list:
     return list(found.values())
 
 
+def fixes_in_bodies(node_key: str, reports) -> list:
+    """For a node refused for what sits in its body (an If branch, a Loop body, a local function): the proposals
+    `fix` would apply there, at the body node the verdict names (surgery.rulebook.suggest.in_bodies)."""
+    from surgery.rulebook.suggest import in_bodies
+
+    ctx = _rule_context(version(), workspace().current, facts())
+    rules = all_rules()
+    wanted = {}
+    for r in reports:
+        v = r.by_node().get(node_key)
+        if v is not None:
+            for s in in_bodies(ctx, v, r.backend, rules):
+                wanted.setdefault(s.rule, s.at)
+    return [p for rule, at in wanted.items() for p in proposals(at) if p.rule.id == rule and p.node == at]
+
+
 def why_no_fix(node_key: str, reports) -> list[str]:
     """For a refused node no rule fixes: the nearest misses of the rules meant for its refusal, or that no rule
     answers it (surgery.rulebook.tracer.unrepaired, as `fix` prints them)."""

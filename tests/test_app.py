@@ -611,3 +611,26 @@ def test_fix_all_runs_the_fix_use_case_and_shows_its_summary():
     at.button(key="undo").click()
     at.run()
     assert at.session_state["ws"].cursor == 0
+
+
+def test_a_node_refused_for_its_body_offers_the_fix_that_applies_there(tmp_path, monkeypatch):
+    import sys
+
+    import onnx
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_subgraph_fold import resize_in_if
+
+    src = tmp_path / "rif.onnx"
+    onnx.save(resize_in_if(), src)
+    monkeypatch.setenv("ONNX_SURGERY_START_MODEL", str(src))
+    at = run_page()
+    at.session_state["targets"] = ["tensorrt-static@8.2"]
+    at.session_state["selected"] = "/if/If"
+    at.run()
+    assert not at.exception
+    assert any("Refused for what is in its body" in shown(c.value) for c in at.caption)
+    at.button(key="apply-fold-resize-scales").click()
+    at.run()
+    assert not at.exception
+    assert [s.rule for s in at.session_state["ws"].recipe] == ["fold-resize-scales"]

@@ -533,3 +533,23 @@ def test_a_dim_typed_as_question_mark_minus_one_or_a_name_stays_dynamic(tmp_path
     assert code == 0, said
     dims = onnx.load(out).graph.input[0].type.tensor_type.shape.dim
     assert [d.dim_param or d.dim_value for d in dims] == ["batch", 3, 32, 32]
+
+
+def test_check_suggests_for_a_node_refused_for_its_body_the_rule_fix_applies_there(tmp_path, capsys):
+    import json
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_subgraph_fold import resize_in_if
+
+    src = tmp_path / "rif.onnx"
+    onnx.save(resize_in_if(), src)
+    code, said = run(capsys, "check", src, "-t", "tensorrt-static@8.2", "--format", "json")
+    (report,) = json.loads(said)["reports"]
+    (refused,) = [v for v in report["verdicts"] if v["status"] == "rejected"]
+    assert refused["op_type"] == "If" and refused["rules_in_body"] == {
+        "fold-resize-scales": "/if/If/then_branch//then/Resize"
+    }
+    code, said = run(capsys, "fix", src, "-t", "tensorrt-static@8.2", "-o", tmp_path / "f.onnx")
+    assert code == 0 and "1. applied fold-resize-scales on Resize '/if/If/then_branch//then/Resize'" in said

@@ -255,6 +255,10 @@ with right:
         st.markdown("**Fixes**")
         ready = adapter.fixes_ready()
         props = adapter.proposals(key) if ready else []
+        if ready and not props and (props := adapter.fixes_in_bodies(key, reports)):
+            st.caption(
+                f"Refused for what is in its body: the fix applies there, at {inline_code(props[0].node)}."
+            )
         if not ready:
             st.caption(
                 f"Fixes are proposed once the shapes of the {n_nodes:,} nodes are inferred (a few seconds)."

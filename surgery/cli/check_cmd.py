@@ -86,7 +86,12 @@ def _sarif(path: str, reports, suggestions: dict) -> dict:
                         "checks": list(v.checks),
                         "rules": [s.rule for s in suggestions.get((r.backend, v.node), [])],
                         "rulesAtReader": {
-                            s.rule: s.at for s in suggestions.get((r.backend, v.node), []) if s.at
+                            s.rule: s.at
+                            for s in suggestions.get((r.backend, v.node), [])
+                            if s.at and not s.inside
+                        },
+                        "rulesInBody": {
+                            s.rule: s.at for s in suggestions.get((r.backend, v.node), []) if s.inside
                         },
                     },
                 }
@@ -239,8 +244,9 @@ def run(args) -> int:
                 found = suggestions.get((r.backend, v["node"]), [])
                 v["rules"] = [s.rule for s in found]
                 v["rules_at_reader"] = {
-                    s.rule: s.at for s in found if s.at
+                    s.rule: s.at for s in found if s.at and not s.inside
                 }  # applied at a reader of the node
+                v["rules_in_body"] = {s.rule: s.at for s in found if s.inside}  # at a node inside its body
             out.append(d)
         print(dumps({"model": args.model, "reports": out}, indent=2))
     elif args.format == "sarif":

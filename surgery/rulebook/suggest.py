@@ -21,12 +21,17 @@ from surgery.rulebook.schema import Rule
 @dataclass(frozen=True)
 class Suggestion:
     rule: str
-    at: str | None = (
-        None  # where the rule applies, when not at the refused node itself: a reader of its outputs
-    )
+    at: str | None = None  # where the rule applies, when not at the refused node itself
+    inside: bool = False  # `at` is a node inside the refused node's body (If/Loop/Scan, a local function)
 
     def text(self) -> str:
-        return self.rule if self.at is None else f"{self.rule} (at its reader '{self.at}')"
+        if self.at is None:
+            return self.rule
+        return (
+            f"{self.rule} (in its body, at '{self.at}')"
+            if self.inside
+            else f"{self.rule} (at its reader '{self.at}')"
+        )
 
 
 def rules_for(ctx: Context, verdict: Verdict, target: str, rules: list[Rule]) -> list[str]:
@@ -73,6 +78,28 @@ def _strings(value) -> list[str]:
     return []
 
 
+def in_bodies(ctx: Context, verdict: Verdict, target: str, rules: list[Rule]) -> list[Suggestion]:
+    """For a node refused for what sits in its body (the predictor: "in its body, Resize '/then/Resize'"): the
+    rules that answer the verdict and whose step `fix` would take on that body node (surgery.rulebook.engine
+    proposes body nodes for the primitives that act there), one per rule, at that node."""
+    if verdict.status is Status.SUPPORTED or verdict.index < 0:
+        return []
+    from surgery.rulebook.engine import propose
+    from surgery.rulebook.tracer import _at_fault, _body_nodes
+
+    inside = _at_fault(_body_nodes(ctx, verdict.node), verdict.explanation or "")
+    if not inside:
+        return []
+    mine = [r for r in rules if applies_to(r, [target]) and r.answers_verdict(verdict)]
+    keys = {k for k, _ in inside}
+    out, seen = [], set()
+    for p in propose(ctx.model, mine, [target], ctx=ctx, only=keys) if mine else []:
+        if p.step is not None and p.node in keys and p.rule.id not in seen:
+            seen.add(p.rule.id)
+            out.append(Suggestion(p.rule.id, p.node, inside=True))
+    return out
+
+
 def at_readers(ctx: Context, verdict: Verdict, target: str, rules: list[Rule]) -> list[Suggestion]:
     """The rules (for `target`) that fix the refused node's op type with a reader they match (`also_fixes`): one
     suggestion per rule, at its first such reader in topological order."""
@@ -104,7 +131,7 @@ def suggestions_for(
     for r in reports:
         for v in r.verdicts:
             found = [Suggestion(rid) for rid in rules_for(ctx, v, r.backend, rules)]
-            found = found or at_readers(ctx, v, r.backend, rules)
+            found = found or in_bodies(ctx, v, r.backend, rules) or at_readers(ctx, v, r.backend, rules)
             if found:
                 out[(r.backend, v.node)] = found
     return out
