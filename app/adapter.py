@@ -288,13 +288,24 @@ def _restore_from_url() -> str | None:
     return problem
 
 
+def may_open(path: Path) -> bool:
+    """A server path this app may read a model from: the start model it was given, or a file under
+    --models-dir (what a saved session names is checked against this before it is opened)."""
+    p = Path(os.path.realpath(path))
+    start = os.environ.get("ONNX_SURGERY_START_MODEL")
+    if start and p == Path(os.path.realpath(start)):
+        return True
+    root = models_dir()
+    return root is not None and p.is_relative_to(Path(os.path.realpath(root)))
+
+
 def open_session(sid: str) -> str | None:
     """Reopen a saved session (the URL's, or one picked in the recent list) by replaying its steps; returns
     the one-line reason it could not be (the open model stays)."""
     from surgery import sessions
 
     try:
-        restored = sessions.load(sid)
+        restored = sessions.load(sid, allowed=may_open)
     except sessions.SessionError as exc:
         return str(exc)
     _set_workspace(restored.workspace, restored.name)

@@ -21,6 +21,7 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import tempfile
 import time
 from dataclasses import dataclass, field, replace
@@ -36,6 +37,10 @@ SESSION_ID = re.compile(r"[A-Za-z0-9_-]{16,64}")  # token_urlsafe's alphabet; no
 STATE_FILE = "state.json"
 UPLOAD_FILE = "original.onnx"
 MAX_STATE_BYTES = 16 * 1024 * 1024  # a recipe is small; a bigger state.json is not one of ours
+MAX_STEPS = (
+    10_000  # replay cost is bounded before any step runs (280,000 no-op steps blanked a page for 88 s)
+)
+MAX_UPLOAD_BYTES = 2 * 1024**3  # an uploaded model's copy: protobuf's own limit
 KEEP = 50  # sessions kept by prune()
 
 
@@ -176,20 +181,19 @@ def save(
 
 def read_state(sid: str, root: str | os.PathLike | None = None) -> dict[str, Any]:
     """The session's state.json as a dict, checked for the fields `load` and `recent` read."""
-    path = session_dir(sid, root) / STATE_FILE
-    try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_STATE_BYTES + 1)
-    except FileNotFoundError:
-        raise SessionError(f"session {sid}: not found (it was never saved here, or was pruned)") from None
-    except OSError as exc:
-        raise SessionError(f"session {sid}: cannot read {path}: {exc.strerror or exc}") from None
-    if len(data) > MAX_STATE_BYTES:
-        raise SessionError(f"session {sid}: {path} is over {MAX_STATE_BYTES >> 20} MiB, not a session state")
+    folder = session_dir(sid, root)
+    path = folder / STATE_FILE
+    if folder.is_symlink():
+        raise SessionError(
+            f"session {sid}: its folder is a symbolic link; sessions are read only in {folder.parent}"
+        )
+    data = _read_own(sid, path, MAX_STATE_BYTES)
     try:
         state = json.loads(data)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise SessionError(f"session {sid}: {path} is not valid JSON ({_first(exc)})") from None
+    except RecursionError:
+        raise SessionError(f"session {sid}: {path} is nested too deep to be a session state") from None
     if not isinstance(state, dict) or state.get("format") != SESSION_FORMAT:
         raise SessionError(f"session {sid}: {path} is not an onnx-surgery session ({SESSION_FORMAT})")
     recipe, cursor = state.get("recipe"), state.get("cursor")
@@ -201,16 +205,50 @@ def read_state(sid: str, root: str | os.PathLike | None = None) -> dict[str, Any
         raise SessionError(f"session {sid}: {path}: cursor {cursor!r} is not a step count (0..{len(steps)})")
     if not isinstance(state.get("saved_at"), int | float) or not isinstance(state.get("name"), str):
         raise SessionError(f"session {sid}: {path} has no name or time")
+    saved = state["saved_at"]
+    if isinstance(saved, bool) or not (0 <= saved <= time.time() + 366 * 86400):  # NaN fails both
+        raise SessionError(f"session {sid}: {path}: saved_at {saved!r} is not a time")
+    try:
+        state["name"].encode("utf-8")
+    except UnicodeEncodeError:
+        raise SessionError(f"session {sid}: {path}: its name is not text (a lone surrogate)") from None
+    if len(steps) > MAX_STEPS:
+        raise SessionError(
+            f"session {sid}: {path}: {len(steps):,} steps; a session holds at most {MAX_STEPS:,}"
+        )
     return state
 
 
-def load(sid: str, root: str | os.PathLike | None = None) -> Restored:
+def _read_own(sid: str, path: Path, limit: int, missing: str = "") -> bytes:
+    """A file of the session's own folder: a regular file, never through a symbolic link, at most `limit` bytes.
+    `missing`: what to say when it is not there."""
+    try:
+        fd = os.open(
+            path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        )
+    except FileNotFoundError:
+        raise SessionError(
+            f"session {sid}: {missing or 'not found (it was never saved here, or was pruned)'}"
+        ) from None
+    except OSError as exc:  # ELOOP: a symbolic link
+        raise SessionError(f"session {sid}: cannot read {path}: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise SessionError(f"session {sid}: {path} is not a regular file")
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise SessionError(f"session {sid}: {path} is over {limit >> 20} MiB, not a session's file")
+    return data
+
+
+def load(sid: str, root: str | os.PathLike | None = None, *, allowed=None) -> Restored:
     """Restore session `sid`: open its original (refused when it changed since), replay every step and put the
-    cursor back. Raises SessionError (one line) for anything that stops it."""
+    cursor back. `allowed(path) -> bool`: the server paths the original may be read from (a tampered state naming
+    /etc/passwd is refused unopened). Raises SessionError (one line) for anything that stops it."""
     state = read_state(sid, root)
     recipe = state["recipe"]
     original = recipe["original"]
-    model = _original(sid, session_dir(sid, root), original)
+    model = _original(sid, session_dir(sid, root), original, allowed)
     try:
         steps, _ = read_recipe(json.dumps(recipe))
     except (RecipeError, TypeError, ValueError) as exc:  # params that are not a mapping, ...
@@ -256,7 +294,7 @@ def _with_nodes(steps: list[Step], nodes) -> list[Step]:
     ]
 
 
-def _original(sid: str, folder: Path, where: dict[str, Any]) -> Model:
+def _original(sid: str, folder: Path, where: dict[str, Any], allowed=None) -> Model:
     """The session's original model, checked against the fingerprint it was saved with."""
     want = where.get("fingerprint")
     try:
@@ -267,12 +305,17 @@ def _original(sid: str, folder: Path, where: dict[str, Any]) -> Model:
             model = load_model(sample_path(where["sample"]))
         elif isinstance(where.get("path"), str):
             source = where["path"]
+            if allowed is not None and not allowed(Path(source)):
+                raise SessionError(
+                    f"session {sid}: its model {_shown(source)} is not a file this app may open (the start model, "
+                    "or one under --models-dir); not opened"
+                )
             model = load_model(source)
         elif where.get("copy") == UPLOAD_FILE:
             source = str(folder / UPLOAD_FILE)
-            model = load_model(
-                (folder / UPLOAD_FILE).read_bytes(), name=str(where.get("source") or "upload.onnx")
-            )
+            gone = f"its uploaded model's copy is gone from {folder}"
+            data = _read_own(sid, folder / UPLOAD_FILE, MAX_UPLOAD_BYTES, gone)
+            model = load_model(data, name=str(where.get("source") or "upload.onnx"))
         else:
             raise SessionError(f"session {sid}: the state names no original model")
     except FileNotFoundError:

@@ -94,7 +94,9 @@ def test_the_sidebar_reopens_a_recent_session(state_dir):
     assert at.session_state["ws"].cursor == 1 and at.session_state["session_id"] == first
 
 
-def test_an_uploaded_model_is_restored_from_its_copy_and_a_stale_path_is_refused(state_dir, tmp_path):
+def test_an_uploaded_model_is_restored_from_its_copy_and_a_stale_path_is_refused(
+    state_dir, tmp_path, monkeypatch
+):
     from surgery.samples import sample_path
     from surgery.workspace import Step, Workspace
 
@@ -110,6 +112,7 @@ def test_an_uploaded_model_is_restored_from_its_copy_and_a_stale_path_is_refused
 
     src = tmp_path / "m.onnx"
     src.write_bytes(data)
+    monkeypatch.setenv("ONNX_SURGERY_MODELS_DIR", str(tmp_path))  # a server path the app may open
     on_disk = Workspace.open(src)
     on_disk.apply(Step("inference_mode"))
     stale = sessions.new_id()

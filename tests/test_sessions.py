@@ -210,3 +210,75 @@ def test_concurrent_saves_never_show_a_partial_file(root, sample_dir):
     assert not bad and seen[0] > 0
     assert sessions.load(sid).name.startswith("w")
     assert sorted(p.name for p in (root / sid).iterdir()) == ["state.json"]
+
+
+# -- a session file someone else wrote (issue 25): one line for it, never a broken list, nothing read outside -----
+
+
+def _tampered(root, sample_dir, change):
+    sid = sessions.new_id()
+    sessions.save(edited_upload(sample_dir), sid, name="u.onnx")
+    state = root / sid / "state.json"
+    data = json.loads(state.read_text())
+    text = change(data, root / sid)
+    if text is not None:
+        state.write_text(text)
+    return sid
+
+
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (lambda d, f: json.dumps({**d, "saved_at": float("nan")}), "is not a time"),
+        (lambda d, f: json.dumps({**d, "saved_at": 1e300}), "is not a time"),
+        (lambda d, f: json.dumps({**d, "saved_at": -1e20}), "is not a time"),
+        (lambda d, f: json.dumps(d).replace('"name": "u.onnx"', '"name": "\\ud800"'), "lone surrogate"),
+        (lambda d, f: '{"format": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deep"),
+        (
+            lambda d, f: json.dumps(
+                {**d, "recipe": {**d["recipe"], "steps": [{"fix": "inference_mode"}] * 10_001}}
+            ),
+            "at most 10,000",
+        ),
+    ],
+    ids=["nan", "huge", "negative", "surrogate", "deep", "many-steps"],
+)
+def test_a_tampered_state_is_one_line_and_the_list_of_sessions_still_stands(root, sample_dir, change, words):
+    good = sessions.new_id()
+    sessions.save(edited_upload(sample_dir), good, name="good.onnx")
+    bad = _tampered(root, sample_dir, change)
+    with pytest.raises(SessionError, match=words) as err:
+        sessions.load(bad)
+    assert "\n" not in str(err.value)
+    found, problems = sessions.recent()
+    assert [i.id for i in found] == [good] and len(problems) == 1 and words.split()[0] in problems[0]
+
+
+def test_a_symlinked_state_or_session_folder_is_not_followed(root, sample_dir, tmp_path):
+    outside = tmp_path / "outside.json"
+    sid = _tampered(root, sample_dir, lambda d, f: None)
+    outside.write_text((root / sid / "state.json").read_text())
+    (root / sid / "state.json").unlink()
+    (root / sid / "state.json").symlink_to(outside)
+    with pytest.raises(SessionError, match="cannot read"):
+        sessions.load(sid)
+    other = sessions.new_id()
+    (root / other).symlink_to(root / sid)
+    with pytest.raises(SessionError, match="symbolic link"):
+        sessions.load(other)
+
+
+def test_a_state_naming_a_model_outside_the_allowed_paths_is_refused_unopened(root, sample_dir, tmp_path):
+    src = tmp_path / "m.onnx"
+    src.write_bytes((sample_dir / "training_mode_ops.onnx").read_bytes())
+    ws = Workspace.open(src)
+    sid = sessions.new_id()
+    sessions.save(ws, sid, name="m.onnx")
+    state = root / sid / "state.json"
+    data = json.loads(state.read_text())
+    data["recipe"]["original"]["path"] = "/etc/passwd"
+    state.write_text(json.dumps(data))
+    opened = []
+    with pytest.raises(SessionError, match="not a file this app may open"):
+        sessions.load(sid, allowed=lambda p: opened.append(p) or p == src)
+    assert opened == [__import__("pathlib").Path("/etc/passwd")]
