@@ -804,7 +804,7 @@ def apply_proposal(proposal, allow_cut: bool = False) -> None:
         s.error = str(exc)
         return
     except Exception as exc:  # a primitive's bug: said in one line, the workspace as it was (apply undoes)
-        from surgery.backends.base import error_line
+        from surgery.text import error_line
 
         s.error = f"{proposal.rule.id}: the fix failed: {error_line(exc)}"
         return
@@ -817,7 +817,7 @@ def fix_all(log=None) -> None:
     """Every rule for the chosen targets until nothing changes, as `onnx-surgery fix` runs them (the fix use case,
     surgery.usecases.fix): each step a recipe entry, undone one by one; steps that break a promise are undone and
     listed. `log(line)` hears of each step as it lands. The outcome's summary is kept for the page."""
-    from surgery.backends.base import error_line
+    from surgery.text import error_line
     from surgery.usecases.fix import FixRequest, fix
 
     s = state()

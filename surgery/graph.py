@@ -17,8 +17,8 @@ import numpy as np
 import onnx
 from onnx import ModelProto, NodeProto, TensorProto, numpy_helper
 
-from surgery.backends.base import first_line
 from surgery.model import decoded, gc_paused
+from surgery.text import first_line
 
 # Ops whose output is never constant even when every input is (random, or reads state).
 NONDETERMINISTIC_OPS = frozenset(

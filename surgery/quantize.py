@@ -416,7 +416,7 @@ def quantize(
         except CalibrationError:
             raise
         except Exception as exc:  # onnxruntime's own refusal, e.g. a sample its session cannot run
-            from surgery.backends.base import error_line
+            from surgery.text import error_line
 
             raise CalibrationError(f"onnxruntime's quantization failed: {error_line(exc)}") from None
         finally:

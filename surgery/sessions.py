@@ -28,8 +28,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from surgery.backends.base import first_line
 from surgery.model import Model, ModelLoadError, fingerprint, load_model
+from surgery.text import first_line
 from surgery.workspace import RECIPE_FORMAT, RecipeError, Step, Workspace, read_recipe
 
 SESSION_FORMAT = "onnx-surgery-session/1"

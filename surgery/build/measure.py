@@ -12,7 +12,7 @@ from collections.abc import Callable
 import numpy as np
 from onnx import ModelProto
 
-from surgery.backends.base import error_line
+from surgery.text import error_line
 from surgery.verify import max_abs_error, relative_error_distribution
 
 SEED = 0

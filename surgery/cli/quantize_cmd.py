@@ -132,7 +132,7 @@ def run(args) -> int:
     try:
         numbers, used = compare(model.proto, quantized, calib)
     except Exception as exc:  # the model is quantized; only the comparison is missing
-        from surgery.backends.base import error_line
+        from surgery.text import error_line
 
         numbers, used = {}, 0
         print(f"warning: INT8 not compared against float32: {error_line(exc)}", file=sys.stderr)

@@ -20,10 +20,10 @@ from __future__ import annotations
 import numpy as np
 from onnx import ModelProto, NodeProto, helper, numpy_helper
 
-from surgery.backends.base import first_line
 from surgery.fixes import FixError, Safety, register
 from surgery.fixes._util import copy_model, find_node, fresh_name, replace_node
 from surgery.graph import GraphFacts, opset_of
+from surgery.text import first_line
 
 TORCHVISION_INPUTS = ("input", "weight", "offset", "mask", "bias")
 TORCHVISION_SCALARS = (

@@ -16,9 +16,9 @@ import numpy as np
 import onnx
 from onnx import ModelProto, TensorProto, helper, numpy_helper
 
-from surgery.backends.base import first_line
 from surgery.fixes import FixError, Safety, register
 from surgery.graph import GraphFacts, all_inputs, folds_through, light_copy
+from surgery.text import first_line
 
 
 def _foldable(model: ModelProto, facts: GraphFacts) -> tuple[set[str], dict[str, np.ndarray]]:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import onnx
 from onnx import ModelProto
 
-from surgery.backends.base import first_line
 from surgery.fixes import FixError, Safety, register
 from surgery.fixes._util import copy_model
 from surgery.fixes.fold_constants import fold_constants
 from surgery.graph import is_static_dim
+from surgery.text import first_line
 
 
 def _set_shape(vi: onnx.ValueInfoProto, dims: list) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from onnx import ModelProto, version_converter
 
-from surgery.backends.base import first_line
 from surgery.fixes import FixError, Safety, register
 from surgery.graph import opset_of
+from surgery.text import first_line
 
 
 @register(

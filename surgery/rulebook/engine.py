@@ -7,11 +7,11 @@ from typing import Any
 
 from onnx import ModelProto
 
-from surgery.backends.base import first_line
 from surgery.fixes import FixError, get_fix
 from surgery.rulebook.matcher import Context, matched_any_input, matches
 from surgery.rulebook.schema import Rule, version_matches
 from surgery.rulebook.tracer import explain
+from surgery.text import first_line
 from surgery.verify import VerifyReport
 from surgery.verify import verify as _verify
 from surgery.workspace import Step, Workspace

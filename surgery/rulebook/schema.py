@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from surgery.backends.base import first_line
+from surgery.text import first_line
 
 SAFETY = ("exact", "approximate", "changes-semantics")
 TARGETS = ("tensorrt", "tensorrt-static", "onnxruntime", "openvino", "tvm")

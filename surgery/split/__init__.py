@@ -357,7 +357,7 @@ class PartFailed(Exception):
 
 
 def _line(exc: BaseException) -> str:
-    from surgery.backends.base import error_line
+    from surgery.text import error_line
 
     return error_line(exc)
 
@@ -838,7 +838,7 @@ def build_target_parts(plan: Plan, target: str, base_dir) -> dict[str, str]:
 
 
 def first_words(text: str) -> str:
-    from surgery.backends.base import telling_line
+    from surgery.text import telling_line
 
     return telling_line(text, 200)
 
