@@ -90,9 +90,8 @@ class Applied:
     after: list = field(default_factory=list)
     cut: list[str] = field(default_factory=list)  # what the step lost of the model's outputs (taken as a cut)
     host: list[str] = field(default_factory=list)  # a cut: the nodes it removed, that the host must now run
-    regressed: list[str] = field(
-        default_factory=list
-    )  # targets it turned from accepting to rejecting (allowed)
+    # the targets it turned from accepting to rejecting, where that was allowed
+    regressed: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         checked = self.verification.summary() if self.verification else "not verified (verify=False)"
@@ -308,12 +307,10 @@ class Guard:
     allow_regress: bool = False
     reports: list | None = None
     stale: bool = False  # `reports` are of an earlier model: steps since acted on no refused node
-    checks: int = 0  # checks made, for benchmarks
 
     def check(self, model: ModelProto) -> list:
         from surgery.diagnose import check_model
 
-        self.checks += 1
         return check_model(model, self.targets, self.base_dir, depth=self.depth)
 
     def current(self, model: ModelProto) -> list:

@@ -1,6 +1,6 @@
 """Fix a model for its targets: pin the inputs asked, apply matching rules until nothing changes (each step
 verified and held to its promises), check the targets again and verify the result against the original. The one
-fix pipeline: the `fix` command, the app's Fix all, the benchmarks and the lessons call it.
+fix pipeline: the `fix` command, the app's Fix all and the benchmarks call it.
 
 What a step must keep (surgery.rulebook.engine.apply): it loses no original output (else it is a cut, undone
 unless `allow_cut`), an exact step keeps the numbers, an approximate one stays within its rule's bound, it cures
@@ -44,18 +44,12 @@ class FixOutcome:
     refused: list[str]  # what was not applied, one line each with its reason
     pinned: list[tuple[str, Any]]
     overall: VerifyReport | None  # the fixed model against the original (None: nothing changed)
-    active: list[Rule]  # the rules for these targets
-    undone: list[tuple[str, str]] = field(
-        default_factory=list
-    )  # steps undone for a broken promise: (kind, line)
+    # the steps undone for a broken promise: (StepRefused.kind, the line that says so)
+    undone: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def cuts(self) -> list[Applied]:
         return [a for a in self.applied if a.cut]
-
-    @property
-    def regressions(self) -> list[str]:
-        return [f"{a.proposal.rule.id}: {line}" for a in self.applied for line in a.regressed]
 
     @property
     def unverified(self) -> list[Applied]:
@@ -180,4 +174,4 @@ def fix(
         workspace.current, targets, base, depth=request.depth
     )  # cached where a step checked it
     overall = verify_result(workspace, applied)
-    return FixOutcome(before, after, applied, refused, pinned, overall, active, undone)
+    return FixOutcome(before, after, applied, refused, pinned, overall, undone)
