@@ -42,7 +42,6 @@ def explain(
 def _body_nodes(ctx: Context, key: str) -> list[tuple[str, str]]:
     """(key, node) of every node inside the bodies a main-graph node holds, and inside the local function it
     calls: where a refusal of that node may come from (the predictor names the body node at fault)."""
-    from surgery.graph import iter_scopes
 
     if key not in ctx.facts.index:
         return []
@@ -50,7 +49,7 @@ def _body_nodes(ctx: Context, key: str) -> list[tuple[str, str]]:
     calls = (node.domain or "", node.op_type) in ctx.facts.functions
     fname = f"{node.domain}::{node.op_type}/" if node.domain else f"{node.op_type}/"
     out = []
-    for scope in iter_scopes(ctx.facts):
+    for scope in ctx.facts.scopes:
         if scope.path.startswith(key + "/") or (calls and scope.path.startswith(fname)):
             out += [(scope.path + k, n) for k, n in zip(scope.keys, scope.model.graph.node)]
     return out
