@@ -616,6 +616,7 @@ def walk_through(name: str, rules: list | None = None) -> Walkthrough:
     from surgery.diagnose import check_one
     from surgery.fixes import FixError
     from surgery.rulebook import apply, load_rules, propose
+    from surgery.rulebook.engine import StepRefused
     from surgery.workspace import Workspace
 
     les = next(x for x in lessons() if x.name == name)
@@ -631,7 +632,13 @@ def walk_through(name: str, rules: list | None = None) -> Walkthrough:
         return out
     out.proposal = found[0]
     try:
-        out.applied = apply(ws, found[0], targets=[les.backend], depth=les.depth)
+        try:
+            out.applied = apply(ws, found[0], targets=[les.backend], depth=les.depth)
+        except StepRefused as exc:
+            if exc.kind != "cut":
+                raise
+            # a lesson whose fix is a cut teaches the cut: taken knowingly, and said so (Applied.cut, .host)
+            out.applied = apply(ws, found[0], targets=[les.backend], depth=les.depth, allow_cut=True)
     except FixError as exc:
         out.error = str(exc)
         return out

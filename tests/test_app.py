@@ -634,3 +634,14 @@ def test_a_node_refused_for_its_body_offers_the_fix_that_applies_there(tmp_path,
     at.run()
     assert not at.exception
     assert [s.rule for s in at.session_state["ws"].recipe] == ["fold-resize-scales"]
+
+
+def test_the_cut_lesson_is_walked_through_as_a_cut():
+    at = run_page("pages/lessons.py")
+    at.button(key="walk-unique_op").click()
+    at.run()
+    assert not at.exception
+    said = [shown(w.value) for w in at.warning]
+    assert any(
+        "A **cut**, not a repair: output 'uniq' is gone" in w and "Unique '/post/Unique'" in w for w in said
+    ), said

@@ -553,3 +553,12 @@ def test_check_suggests_for_a_node_refused_for_its_body_the_rule_fix_applies_the
     }
     code, said = run(capsys, "fix", src, "-t", "tensorrt-static@8.2", "-o", tmp_path / "f.onnx")
     assert code == 0 and "1. applied fold-resize-scales on Resize '/if/If/then_branch//then/Resize'" in said
+
+
+def test_the_cut_lesson_takes_the_cut_knowingly_and_says_so():
+    from surgery.rulebook import load_rules
+    from surgery.samples import walk_through
+
+    w = walk_through("unique_op", load_rules())
+    assert w.error is None and w.applied.cut == ["output 'uniq' is gone"]
+    assert w.applied.host == ["Unique '/post/Unique'"]

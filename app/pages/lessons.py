@@ -49,6 +49,13 @@ def show_walkthrough(name: str) -> None:
     if w.applied is None:
         st.info(f"The fix refuses: {md_escape(w.error)}", icon=":material/front_hand:")
         return
+    if w.applied.cut:  # the lesson's fix is a cut: taken here on purpose, and said to be one
+        st.warning(
+            f"A **cut**, not a repair: {md_escape('; '.join(w.applied.cut))}. The host must now run "
+            f"{md_escape(', '.join(w.applied.host) or 'what the step removed')}; `fix` takes such a step only with "
+            "`--allow-cut`, and still exits 1.",
+            icon=":material/content_cut:",
+        )
     after = w.after
     if after is not None:
         now = after.by_node().get(p.node)
