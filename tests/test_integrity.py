@@ -84,6 +84,16 @@ def test_a_fix_that_would_empty_the_model_is_a_cut_undone_and_exit_1(text, tmp_p
         assert [u["kind"] for u in result["undone"]] == kinds
         assert bool(result["promises_broken"]) == bool(extra)
         assert [bool(s["cut"]) for s in result["steps"]] == ([True] if extra else [])
+    for extra, said in (([], [("fix/cut", "warning")]), (["--allow-cut"], [("fix/cut-taken", "error")])):
+        code = main(
+            [str(a) for a in ("fix", src, "-t", "tensorrt-static@10.15", "-o", out, "--format", "sarif")]
+            + extra
+        )
+        results = json.loads(capsys.readouterr().out)["runs"][0]["results"]
+        assert (
+            code == 1
+            and [(r["ruleId"], r["level"]) for r in results if r["ruleId"].startswith("fix/")] == said
+        )
 
 
 def test_lost_outputs_names_each_way_an_output_is_lost():

@@ -88,10 +88,11 @@ def add_parser(sub):
     p.add_argument("--max-steps", type=int, default=200, help="stop after this many steps (default 200)")
     p.add_argument(
         "--format",
-        choices=["text", "json"],
+        choices=["text", "json", "sarif"],
         default="text",
         help="json: the outcome on stdout (targets before and after, steps with their verification, cuts, steps "
-        "undone and why, promises broken); the lines a person reads go to stderr",
+        "undone and why, promises broken); sarif: what is still refused, each step undone (fix/cut, "
+        "fix/beyond-bound, ...) and each cut taken (fix/cut-taken), for CI; the lines a person reads go to stderr",
     )
     p.add_argument("--max-bytes", type=int, default=None)
     return p
@@ -108,18 +109,58 @@ def _verdict_lines(reports) -> list[str]:
 
 
 def run(args) -> int:
-    if args.format != "json":
+    if args.format == "text":
         return _run(args)[0]
     from surgery.model import dumps
 
-    with chatter_to_stderr():  # the lines a person reads go to stderr; stdout is the JSON alone
-        code, result = _run(args)
-    if result is not None:
-        print(dumps({"model": args.model, "exit_code": code, **result}, indent=2))
+    with chatter_to_stderr():  # the lines a person reads go to stderr; stdout is the JSON or SARIF alone
+        code, done = _run(args)
+    if done is None:
+        return code
+    outcome, written = done
+    if args.format == "json":
+        result = outcome.to_dict(args.require_verified)
+        print(dumps({"model": args.model, "exit_code": code, **result, "written": written}, indent=2))
+    else:
+        print(dumps(_sarif(args, outcome), indent=2))
     return code
 
 
-def _run(args) -> tuple[int, dict | None]:
+def _sarif(args, outcome) -> dict:
+    """`check`'s SARIF of the fixed model (what is still refused), with a result for each step `fix` undid for a
+    broken promise (fix/cut, fix/beyond-bound, fix/did-not-cure, fix/regresses: warnings, the model was kept) and
+    each cut taken with --allow-cut (fix/cut-taken: an error, the model no longer computes what it did)."""
+    from surgery.cli.check_cmd import _sarif as check_sarif
+
+    doc = check_sarif(args.model, outcome.after, {})
+    run_ = doc["runs"][0]
+    rules = {r["id"]: r for r in run_["tool"]["driver"]["rules"]}
+    location = [{"physicalLocation": {"artifactLocation": {"uri": args.model}}}]
+
+    def add(rule_id: str, level: str, text: str, properties: dict) -> None:
+        rules.setdefault(
+            rule_id, {"id": rule_id, "shortDescription": {"text": f"fix: {rule_id.split('/')[1]}"}}
+        )
+        run_["results"].append(
+            {
+                "ruleId": rule_id,
+                "level": level,
+                "message": {"text": text},
+                "locations": location,
+                "properties": properties,
+            }
+        )
+
+    for kind, line in outcome.undone:
+        add(f"fix/{kind}", "warning", line, {"undone": True})
+    for a in outcome.cuts:
+        text = f"{a.proposal.rule.id}: a cut taken (--allow-cut): {'; '.join(a.cut)}"
+        add("fix/cut-taken", "error", text, {"rule": a.proposal.rule.id, "host": a.host})
+    run_["tool"]["driver"]["rules"] = list(rules.values())
+    return doc
+
+
+def _run(args) -> tuple[int, tuple | None]:
     from surgery.backends import UnknownBackend
     from surgery.diagnose import check_model
     from surgery.fixes import FixError
@@ -237,13 +278,12 @@ def _run(args) -> tuple[int, dict | None]:
             print(f"wrote {args.recipe}")
     else:
         print("dry run: nothing written")
-    result = outcome.to_dict(args.require_verified)
-    result["written"] = [] if args.dry_run else [args.output, *([args.recipe] if args.recipe else [])]
+    written = [] if args.dry_run else [args.output, *([args.recipe] if args.recipe else [])]
     broken = outcome.promises_broken(args.require_verified)
     code = EXIT_REJECTED if broken else exit_code(outcome.after)
     for line in broken:
         print(f"{line}; exit {code}")
-    return code, result
+    return code, (outcome, written)
 
 
 def _preview(ws, rules, targets, values, only_rejected, depth) -> None:
