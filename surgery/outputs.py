@@ -47,8 +47,9 @@ def _stats(paths: Iterable[str | os.PathLike | None]) -> list[tuple[Path, os.sta
 def output_file(
     path: str | os.PathLike, *, flag: str = "-o", inputs: Iterable[str | os.PathLike | None] = ()
 ) -> Path:
-    """`path` as a file a command may write: refuses a folder, a symbolic link, a FIFO or device, a path inside a
-    folder that does not exist, and any of `inputs` (by inode, so a hard link to the input is the input)."""
+    """`path` as a file a command may write: refuses a folder, a symbolic link, a FIFO or device, a place nothing
+    can be written (its missing folders are made when it is written), and any of `inputs` (by inode, so a hard
+    link to the input is the input)."""
     p = Path(path)
     if not str(path):
         raise OutputError(f"{flag}: give a file name")
@@ -57,12 +58,15 @@ def output_file(
             f"{flag} {p} is a symbolic link; give a new file name (links are never written through)"
         )
     parent = p.parent if str(p.parent) else Path(".")
-    if not parent.is_dir():
-        raise OutputError(f"{flag} {p}: the folder {parent} does not exist; make it first")
+    existing = next(
+        (a for a in [parent, *parent.parents] if a.exists()), Path(".")
+    )  # the write makes the rest
+    if not existing.is_dir():
+        raise OutputError(f"{flag} {p}: {existing} is not a folder")
     try:
-        os.close(_probe(parent))
+        os.close(_probe(existing))
     except OSError as exc:
-        raise OutputError(f"{flag} {p}: nothing can be written in {parent} ({exc.strerror})") from None
+        raise OutputError(f"{flag} {p}: nothing can be written in {existing} ({exc.strerror})") from None
     try:
         st = os.stat(p)
     except FileNotFoundError:
@@ -122,6 +126,7 @@ def write_atomic(path: str | os.PathLike, data: bytes | str) -> Path:
     replaces the name, never the file a hard link shares)."""
     p = Path(path)
     try:
+        p.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(
             prefix=f".{p.name}.", suffix=".part", dir=p.parent if str(p.parent) else "."
         )

@@ -416,7 +416,7 @@ WRITES = [
     (["fix", "{m}", *T82, "-o", "{d}/out.onnx", "--recipe", "{m}"], "is the input"),
     (["fix", "{m}", *T82, "-o", "{d}/out.onnx", "--recipe", "{d}/hard.onnx"], "a hard link to) the input"),
     (["fix", "{m}", *T82, "-o", "{d}/out.onnx", "--recipe", "{d}/folder"], "is a folder"),
-    (["fix", "{m}", *T82, "-o", "{d}/out.onnx", "--recipe", "{d}/missing/r.json"], "does not exist"),
+    (["fix", "{m}", *T82, "-o", "{d}/out.onnx", "--recipe", "{d}/hard.onnx/r.json"], "is not a folder"),
     (["fix", "{m}", *T82, "-o", "{d}/out.onnx", "--recipe", "/proc/self/status"], "nothing can be written"),
     (["fix", "{m}", *T82, "-o", "{d}/out.onnx", "--recipe", "{d}/fifo"], "not a regular file"),
     (["fix", "{m}", *T82, "-o", "{d}/out.onnx", "--recipe", "{d}/out.onnx"], "is also -o"),
@@ -632,3 +632,11 @@ def test_a_hostile_recipe_is_one_line_and_writes_nothing(name, words, tmp_path, 
     recipe = name if name.startswith("/") else str(tmp_path / name)
     _refused(capsys, ["replay", str(model), recipe, "-o", str(tmp_path / "out.onnx")], words)
     assert not (tmp_path / "out.onnx").exists()
+
+
+def test_outputs_in_folders_that_do_not_exist_yet_are_written_there(tmp_path, capsys):
+    model = _model_and_link(tmp_path)
+    out, recipe = tmp_path / "new" / "f.onnx", tmp_path / "other" / "deep" / "r.json"
+    assert main(["fix", str(model), *T82, "-o", str(out), "--recipe", str(recipe)]) == 0
+    assert out.exists() and recipe.exists()
+    capsys.readouterr()
