@@ -679,20 +679,26 @@ def proposals(node_key: str | None = None, values: dict | None = None):
     )
 
 
-def fixes_at_readers(node_key: str, reports) -> list:
-    """For a refused node no rule fixes itself: the rules whose fix removes or repairs it with a reader they match
-    (surgery.rulebook.suggest.at_readers, as `check` suggests them), one per rule."""
-    from surgery.rulebook.suggest import at_readers
-
+def _suggested(node_key: str, reports, find) -> dict:
+    """rule id -> the first Suggestion `find(ctx, verdict, target, rules)` makes for the node, over the targets'
+    verdicts on it (surgery.rulebook.suggest: at_readers, in_bodies)."""
     ctx = _rule_context(version(), workspace().current, facts())
     rules = all_rules()
     found = {}
     for r in reports:
         v = r.by_node().get(node_key)
         if v is not None:
-            for s in at_readers(ctx, v, r.backend, rules):
+            for s in find(ctx, v, r.backend, rules):
                 found.setdefault(s.rule, s)
-    return list(found.values())
+    return found
+
+
+def fixes_at_readers(node_key: str, reports) -> list:
+    """For a refused node no rule fixes itself: the rules whose fix removes or repairs it with a reader they match
+    (surgery.rulebook.suggest.at_readers, as `check` suggests them), one per rule."""
+    from surgery.rulebook.suggest import at_readers
+
+    return list(_suggested(node_key, reports, at_readers).values())
 
 
 def fixes_in_bodies(node_key: str, reports) -> list:
@@ -700,15 +706,8 @@ def fixes_in_bodies(node_key: str, reports) -> list:
     `fix` would apply there, at the body node the verdict names (surgery.rulebook.suggest.in_bodies)."""
     from surgery.rulebook.suggest import in_bodies
 
-    ctx = _rule_context(version(), workspace().current, facts())
-    rules = all_rules()
-    wanted = {}
-    for r in reports:
-        v = r.by_node().get(node_key)
-        if v is not None:
-            for s in in_bodies(ctx, v, r.backend, rules):
-                wanted.setdefault(s.rule, s.at)
-    return [p for rule, at in wanted.items() for p in proposals(at) if p.rule.id == rule and p.node == at]
+    wanted = _suggested(node_key, reports, in_bodies)
+    return [p for s in wanted.values() for p in proposals(s.at) if p.rule.id == s.rule and p.node == s.at]
 
 
 def why_no_fix(node_key: str, reports) -> list[str]:
