@@ -12,6 +12,7 @@ Each raises ValueError whose message says what was expected, for a one-line erro
 from __future__ import annotations
 
 import json
+import re
 
 PROFILE_EXAMPLE = "input:1x3x224x224:4x3x224x224:8x3x224x224"
 
@@ -91,6 +92,10 @@ def parse_profiles(specs: list[str], inputs: list[str]) -> dict[str, tuple[tuple
             )
         if not len(lo) == len(opt) == len(hi):
             raise ValueError(f"--profile '{spec}': min, opt and max must have the same rank")
+        if name in profiles:
+            raise ValueError(
+                f"--profile '{spec}': input '{name}' has a profile already (one --profile per input)"
+            )
         profiles[name] = (lo, opt, hi)
     return profiles
 
@@ -170,3 +175,29 @@ def parse_answer(text: str, what: str = "value"):
             f"'{text[:40]}' is not a finite number or a list of finite numbers, e.g. 5 or [0, 2]"
         )
     return value
+
+
+SIZE_UNITS = {
+    "": 1 << 20,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "kib": 1 << 10,
+    "mib": 1 << 20,
+    "gib": 1 << 30,
+}
+_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*", re.IGNORECASE)
+
+
+def parse_size(text: str, flag: str = "--upload-limit") -> int:
+    """'2GiB', '500MB', '300 MiB', '1.5GB' -> bytes: MB and GB are decimal (10**6, 10**9, as a file manager
+    counts), MiB and GiB binary; a bare number is MiB."""
+    m = _SIZE.fullmatch(text or "")
+    unit = m.group(2).lower() if m else None
+    if unit not in SIZE_UNITS:
+        raise ValueError(f"{flag} '{text}': a size is a number and a unit, e.g. 2GiB, 500MB or 300MiB")
+    size = int(float(m.group(1)) * SIZE_UNITS[unit])
+    if size < 1:
+        raise ValueError(f"{flag} '{text}': a size above 0 bytes")
+    return size

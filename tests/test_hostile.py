@@ -640,3 +640,48 @@ def test_outputs_in_folders_that_do_not_exist_yet_are_written_there(tmp_path, ca
     assert main(["fix", str(model), *T82, "-o", str(out), "--recipe", str(recipe)]) == 0
     assert out.exists() and recipe.exists()
     capsys.readouterr()
+
+
+def _shared_dim_model(folder) -> str:
+    """a[N, 3] + b[N, 3] -> y: two inputs that share the symbolic batch dim N."""
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["a", "b"], ["y"], name="add")],
+        "g",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["N", 3]) for n in ("a", "b")],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])],
+    )
+    path = folder / "shared.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(path))
+    return str(path)
+
+
+@pytest.mark.parametrize("target", ["onnxruntime", "tensorrt"])
+@pytest.mark.parametrize(
+    "profiles, words",
+    [
+        (["a:1x3:4x3:8x3", "b:2x3:4x3:16x3"], "dim 'N' is 2/4/16 (min/opt/max) at axis 0 of 'b' but 1/4/8"),
+        (["a:1x3:4x3:8x3", "a:2x3:4x3:8x3"], "input 'a' has a profile already"),
+    ],
+    ids=["shared-dim-contradicts", "duplicate"],
+)
+def test_profiles_that_contradict_each_other_are_refused_on_every_target(
+    profiles, words, target, tmp_path, capsys
+):
+    model = _shared_dim_model(tmp_path)
+    argv = ["build", model, "--backend", target, "--out", str(tmp_path / "out")]
+    for p in profiles:
+        argv += ["--profile", p]
+    _refused(capsys, argv, words)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("size", ["2XB", "-5MiB", "0", "GiB", "1e9"])
+def test_an_upload_limit_that_is_not_a_size_is_refused_before_the_server_starts(size, capsys):
+    _refused(capsys, ["app", f"--upload-limit={size}"], f"--upload-limit '{size}'")
+
+
+def test_upload_limits_count_the_units_users_write():
+    from surgery.specs import parse_size
+
+    assert parse_size("2MB") == 2_000_000 < parse_size("2MiB") == 2 * 1024**2 == parse_size("2")
+    assert parse_size("1.5 GiB") == 3 << 29 and parse_size("500mb") == 500 * 10**6

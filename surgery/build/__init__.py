@@ -55,6 +55,7 @@ def check_profiles(model: ModelProto, profiles: dict) -> None:
     does not hold."""
     inits = {t.name for t in model.graph.initializer}
     declared = {vi.name: vi for vi in model.graph.input if vi.name not in inits}
+    named: dict[str, tuple[str, int, tuple[int, int, int]]] = {}  # a symbolic dim -> where first given, range
     for name, shapes in profiles.items():
         lo, opt, hi = _profile(name, shapes)
         text = ":".join("x".join(map(str, s)) for s in (lo, opt, hi))
@@ -85,6 +86,19 @@ def check_profiles(model: ModelProto, profiles: dict) -> None:
                 raise ValueError(
                     f"profile for '{name}' ({text}) contradicts the model: input '{name}' is {shown}, static "
                     f"{d} at axis {axis}, and the profile gives {given} (min/opt/max) there"
+                )
+        for axis, dim in enumerate(t.shape.dim):
+            # one symbolic dim is one value at run time: every profile that covers it gives it one range
+            if not dim.dim_param:
+                continue
+            rng = (lo[axis], opt[axis], hi[axis])
+            first = named.setdefault(dim.dim_param, (name, axis, rng))
+            if first[2] != rng:
+                was = "/".join(map(str, first[2]))
+                now = "/".join(map(str, rng))
+                raise ValueError(
+                    f"profile for '{name}' ({text}) contradicts itself: dim '{dim.dim_param}' is {now} (min/opt/max) "
+                    f"at axis {axis} of '{name}' but {was} at axis {first[1]} of '{first[0]}'; one dim, one range"
                 )
 
 
