@@ -12,6 +12,7 @@ import streamlit as st
 
 from surgery.model import ModelLoadError, load_model
 from surgery.samples import DEFAULT_SAMPLE, lessons, sample_path
+from surgery.text import size_text
 from surgery.workspace import Workspace
 
 DEFAULT_TARGETS = ["tensorrt-static@10.15", "onnxruntime"]
@@ -70,7 +71,22 @@ def open_sample(name: str, remember: bool = True) -> None:
         remember_session(new=True)
 
 
+def upload_limit() -> int:
+    """The largest upload this server accepts, in bytes (`onnx-surgery app --upload-limit`; protobuf's 2 GiB)."""
+    try:
+        return max(1, int(os.environ.get("ONNX_SURGERY_UPLOAD_LIMIT", "")))
+    except ValueError:
+        return 2 << 30
+
+
 def open_bytes(data: bytes, name: str) -> bool:
+    limit = upload_limit()
+    if len(data) > limit:  # Streamlit's own check rounds to whole MB: the exact limit is held here
+        state().error = (
+            f"{name}: {size_text(len(data))} ({len(data):,} bytes) is over this server's upload limit of "
+            f"{size_text(limit)} ({limit:,} bytes); the open model stays"
+        )
+        return False
     try:
         _set_workspace(Workspace.open(data, name=name), name)
         remember_session(new=True, upload=data)

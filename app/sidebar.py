@@ -8,10 +8,12 @@ import streamlit as st
 from verdicts import md_escape
 
 from surgery.samples import SAMPLES, lessons
+from surgery.text import size_text
 
 STYLE = """<style>
 [data-testid="stMainBlockContainer"] { padding-top: 2.2rem; }
 .wb-model { font-size: 0.875rem; color: rgba(49, 51, 63, 0.6); margin-bottom: 1rem; }
+[data-testid="stFileUploaderDropzoneInstructions"] { display: none; }
 </style>"""
 _BREAKS = re.compile(r"(?<=[_.\-])")
 
@@ -49,6 +51,9 @@ def render() -> None:
             on_change=_open_upload,
             help="the model opens as soon as the file is chosen",
         )
+        # Streamlit's own line says its limit in whole decimal MB; this one is the limit the app holds
+        limit = adapter.upload_limit()
+        st.caption(f"Limit {size_text(limit)} ({limit:,} bytes) per .onnx file")
         if adapter.models_dir() is not None:
             path = st.text_input(f"Path under {adapter.models_dir()}", key="server_path")
             if path and st.button("Open path", key="open_path") and adapter.open_path(path):

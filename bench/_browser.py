@@ -14,7 +14,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from surgery.cli.app_cmd import SERVER_FLAGS  # noqa: E402  (what `onnx-surgery app` runs with)
+from surgery.cli.app_cmd import build_command  # noqa: E402  (what `onnx-surgery app` runs)
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
@@ -40,30 +40,26 @@ def start_server(
     env_extra: dict | None = None,
     *,
     port: int | None = None,
-    max_upload_mb: int | None = None,
+    upload_limit: str = "2GiB",
 ) -> tuple[subprocess.Popen, str]:
-    """`streamlit run app/main.py` on 127.0.0.1 (`port`, else a free one), headless, in a process group of its
-    own; `model` is the model it opens first. Returns the process and the URL once the server says it is
+    """The server `onnx-surgery app [model] --upload-limit SIZE` runs, on 127.0.0.1 (`port`, else a free one),
+    headless, in a process group of its own. Returns the process and the URL once the server says it is
     healthy; RuntimeError when it does not within 30 s."""
+    from argparse import Namespace
+
     port = port or free_port()
-    env = dict(os.environ, **(env_extra or {}))
-    if model is not None:
-        env["ONNX_SURGERY_START_MODEL"] = str(Path(model).resolve())
-    upload = ["--server.maxUploadSize", str(max_upload_mb)] if max_upload_mb else []
+    args = Namespace(
+        model=str(model) if model is not None else None,
+        port=port,
+        address="127.0.0.1",
+        models_dir=None,
+        upload_limit=upload_limit,
+        upload_limit_mb=None,
+    )
+    cmd, env = build_command(args)
+    env.update(env_extra or {})
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "surgery.cli.serve",  # what `onnx-surgery app` runs: `streamlit run`, the first page's imports done
-            "run",
-            str(ROOT / "app" / "main.py"),
-            "--server.port",
-            str(port),
-            "--server.address",
-            "127.0.0.1",
-            *upload,
-            *SERVER_FLAGS,
-        ],
+        cmd,
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

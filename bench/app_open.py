@@ -153,7 +153,7 @@ def open_and_time(
     browser, model: Path, search_for: tuple[str, str] | None, big: bool = False, late: float = 0.0
 ):
     started = time.perf_counter()
-    proc, url = start_server(model, max_upload_mb=4096)
+    proc, url = start_server(model, upload_limit="4GiB")
     up = (
         time.perf_counter() - started
     )  # until the server answers: where `onnx-surgery app` prints its address

@@ -37,7 +37,7 @@ def main() -> None:
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         for model in args.models:
-            proc, url = start_server(model, max_upload_mb=4096)
+            proc, url = start_server(model, upload_limit="4GiB")
             try:
                 page = browser.new_page(viewport={"width": args.width, "height": args.height})
                 page.set_default_timeout(180_000)

@@ -11,6 +11,7 @@ from onnx import TensorProto, helper
 
 from surgery.graph import count_nodes, iter_subgraphs, tensor_info_from_type
 from surgery.model import Model, decoded
+from surgery.text import size_text
 
 STANDARD_DOMAINS = ("", "ai.onnx", "ai.onnx.ml", "ai.onnx.preview.training")
 
@@ -114,14 +115,6 @@ def inspect_model(model: Model) -> Inspection:
     )
 
 
-def _human(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
-
-
 def _fmt_shape(io: IOInfo) -> str:
     if io.shape is None:
         return "?"
@@ -136,11 +129,11 @@ def format_inspection(r: Inspection, top: int = 15) -> str:
         f"nodes      {r.nodes} ({r.nodes_main_graph} in the main graph, {r.subgraphs} subgraphs"
         + (f", {len(r.functions)} local functions" if r.functions else "")
         + ")",
-        f"weights    {r.initializers} initializers, {_human(r.initializer_bytes)}"
-        + (f"   file: {_human(r.file_bytes)}" if r.file_bytes else ""),
+        f"weights    {r.initializers} initializers, {size_text(r.initializer_bytes)}"
+        + (f"   file: {size_text(r.file_bytes)}" if r.file_bytes else ""),
     ]
     for f in r.external_files:
-        lines.append(f"external   {f['location']}: {_human(f['bytes'])}, {f['tensors']} tensors")
+        lines.append(f"external   {f['location']}: {size_text(f['bytes'])}, {f['tensors']} tensors")
     if r.custom_ops:
         lines.append("custom ops " + ", ".join(r.custom_ops))
     lines.append("domains    " + ", ".join(f"{d} ({n})" for d, n in r.domains.items()))

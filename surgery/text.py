@@ -32,3 +32,12 @@ def error_line(exc: BaseException, limit: int = 300) -> str:
     """`Type: first line of the message` for an exception whose message may be empty."""
     line = first_line(str(exc), limit)
     return f"{type(exc).__name__}: {line}" if line else type(exc).__name__
+
+
+def size_text(n: float) -> str:
+    """Bytes as a person reads them, in binary units: 512 B, 1.5 KiB, 2.0 GiB."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)

@@ -32,7 +32,9 @@ pytestmark = [
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     try:
-        proc, url = start_server(env_extra={"ONNX_SURGERY_USER_RULES": str(tmp_path_factory.mktemp("rules"))})
+        proc, url = start_server(
+            env_extra={"ONNX_SURGERY_USER_RULES": str(tmp_path_factory.mktemp("rules"))}, upload_limit="3MiB"
+        )
     except RuntimeError as exc:
         pytest.fail(str(exc))
     yield url
@@ -184,6 +186,38 @@ def test_a_bad_upload_shows_the_one_line_message(page, tmp_path):
     page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(bad))
     page.get_by_text("broken.onnx: not an ONNX model").first.wait_for(timeout=30_000)
     assert "Traceback" not in page.inner_text("body")
+
+
+def _weights_model(nbytes: int):
+    """x[1, n] * w[n] -> y, its file about `nbytes` long (w is the bulk)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    n = nbytes // 4 - 64
+    g = helper.make_graph(
+        [helper.make_node("Mul", ["x", "w"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, n])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, n])],
+        [numpy_helper.from_array(np.ones(n, np.float32), "w")],
+    )
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_the_upload_limit_is_the_one_the_server_was_given_in_binary_units(page, tmp_path):
+    """The server runs with --upload-limit 3MiB: a file just under 3 MiB (over 3 MB, where Streamlit's own check
+    in the browser counts decimal MB) opens; one just over is refused in one line, the open model kept."""
+    page.get_by_text("Limit 3.0 MiB (3,145,728 bytes) per .onnx file").first.wait_for()
+    under = tmp_path / "under_3mib.onnx"
+    onnx.save(_weights_model((3 << 20) - 4096), str(under))
+    assert 3_000_000 < under.stat().st_size < 3 << 20
+    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(under))
+    page.get_by_text("Model: under_3mib.onnx").first.wait_for(timeout=60_000)
+    over = tmp_path / "over_3mib.onnx"
+    onnx.save(_weights_model((3 << 20) + 65536), str(over))
+    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(over))
+    page.get_by_text("is over this server's upload limit of 3.0 MiB").first.wait_for(timeout=60_000)
+    body = page.inner_text("body")
+    assert "Model: under_3mib.onnx" in body and "Traceback" not in body
 
 
 def test_a_long_model_name_wraps_between_its_words_and_stays_text(page, tmp_path):

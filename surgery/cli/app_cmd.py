@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -33,8 +34,24 @@ def add_parser(sub):
     p.add_argument("--port", type=int, default=8501)
     p.add_argument("--address", default="localhost")
     p.add_argument("--models-dir", help="allow opening server paths under this folder")
-    p.add_argument("--upload-limit-mb", type=int, default=2048, help="largest upload accepted")
+    p.add_argument(
+        "--upload-limit",
+        default="2GiB",
+        metavar="SIZE",
+        help="largest upload accepted: 2GiB (the default: protobuf's own limit), 500MB, 300MiB; MB and GB are "
+        "decimal, MiB and GiB binary, a bare number is MiB",
+    )
+    p.add_argument("--upload-limit-mb", type=int, help=argparse.SUPPRESS)  # before 2026-11: MiB
     return p
+
+
+def upload_limit(args) -> int:
+    """The upload limit in bytes (ValueError, one line, for a size that is not one)."""
+    from surgery.specs import parse_size
+
+    if getattr(args, "upload_limit_mb", None) is not None:
+        return parse_size(f"{args.upload_limit_mb}MiB", "--upload-limit-mb")
+    return parse_size(args.upload_limit)
 
 
 def build_command(args) -> tuple[list[str], dict[str, str]]:
@@ -46,6 +63,8 @@ def build_command(args) -> tuple[list[str], dict[str, str]]:
         env["ONNX_SURGERY_START_MODEL"] = str(Path(args.model).resolve())
     if args.models_dir:
         env["ONNX_SURGERY_MODELS_DIR"] = str(Path(args.models_dir).resolve())
+    limit = upload_limit(args)
+    env["ONNX_SURGERY_UPLOAD_LIMIT"] = str(limit)
     cmd = [
         sys.executable,
         "-m",
@@ -56,8 +75,10 @@ def build_command(args) -> tuple[list[str], dict[str, str]]:
         str(args.port),
         "--server.address",
         args.address,
+        # Streamlit's limit is in MB, counted as 10**6 bytes by the browser (1024**2 on Windows) and 1024**2 by
+        # the server: rounded up so that both let the limit's bytes through; the app holds the exact limit
         "--server.maxUploadSize",
-        str(args.upload_limit_mb),
+        str(-(-limit // 10**6)),
         *SERVER_FLAGS,
     ]
     return cmd, env
@@ -67,7 +88,11 @@ def run(args) -> int:
     if not APP.exists():
         print(f"error: the app's files are missing ({APP}); reinstall onnx-surgery", file=sys.stderr)
         return 2
-    cmd, env = build_command(args)
+    try:
+        cmd, env = build_command(args)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     print(f"ONNX Surgery: http://{args.address}:{args.port}", flush=True)
     if os.name == "posix":
         # the command becomes the server (same pid): stopping it (SIGTERM, Ctrl-C) stops the server, and no
