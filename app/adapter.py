@@ -61,6 +61,7 @@ def _set_workspace(ws: Workspace, name: str) -> None:
     s.ws, s.model_name = ws, name
     s.selected, s.last_applied, s.error, s.scopes, s.check_big = None, None, None, [], False
     s.last_verification, s.session_id, s.sample = None, None, None
+    s.session_rev, s.session_steps = None, []
     s.fix_summary = None
 
 
@@ -249,31 +250,92 @@ def fingerprint() -> str:
 def remember_session(new: bool = False, upload: bytes | None = None) -> None:
     """Save the workspace (each step records its node), its targets, the selected node and the last verification to the
     session in the URL (?session=...); `new` (another model was opened) starts a new session, so that the one
-    before stays in the recent list. A session that cannot be written is one line in the sidebar."""
+    before stays in the recent list. A session that another tab saved since this one read it is not written
+    over: see _rebase. A session that cannot be written is one line in the sidebar."""
     from surgery import sessions
 
-    s, ws = state(), workspace()
+    s = state()
     sid = s.get("session_id")
     if new or not sid:
         sid = s.session_id = sessions.new_id()
-    extra = {"selected": s.get("selected"), "last_verification": s.get("last_verification")}
+        s.session_rev = None
     try:
-        sessions.save(
-            ws,
-            sid,
-            name=s.model_name,
-            targets=list(s.targets),
-            sample=s.get("sample"),
-            upload=upload,
-            extra=extra,
-            original_fp=_original_fingerprint(),
-            current_fp=fingerprint(),
-        )
+        _save(sid, upload)
         if new:
             sessions.prune(spare=(sid,))
+    except sessions.SessionConflict:
+        _rebase(sid)
     except (OSError, sessions.SessionError) as exc:
         s.error = f"the session could not be saved in {sessions.state_dir()}: {exc}"
     _session_in_url()
+
+
+def _save(sid: str, upload: bytes | None = None) -> None:
+    from surgery import sessions
+
+    s, ws = state(), workspace()
+    extra = {"selected": s.get("selected"), "last_verification": s.get("last_verification")}
+    saved = sessions.save(
+        ws,
+        sid,
+        name=s.model_name,
+        targets=list(s.targets),
+        sample=s.get("sample"),
+        upload=upload,
+        extra=extra,
+        original_fp=_original_fingerprint(),
+        current_fp=fingerprint(),
+        expect=s.get("session_rev"),
+    )
+    _synced(saved.revision)
+
+
+def _synced(revision: int) -> None:
+    """What this tab and the session on disk agree on: the revision, and the steps in effect then."""
+    s = state()
+    s.session_rev, s.session_steps = revision, [step.to_dict() for step in workspace().recipe]
+
+
+def _rebase(sid: str) -> None:
+    """Another tab saved session `sid` since this tab last did. Its work stays: the session is reopened as that
+    tab left it, and the steps this tab applied since (if that is what it did) are applied after its steps, not
+    verified again on that model. An undo, a redo or a change of targets here is not carried over: said. Where
+    the steps cannot be applied there, this tab's work is kept as a session of its own. Nothing is lost."""
+    from surgery import sessions
+
+    s, mine = state(), workspace()
+    base, now = s.get("session_steps") or [], [step.to_dict() for step in mine.recipe]
+    added = mine.recipe[len(base) :] if now[: len(base)] == base else None
+    try:
+        restored = sessions.load(sid, allowed=may_open)
+        for step in added or []:
+            restored.workspace.apply(step)
+    except Exception as exc:  # its steps do not apply on the other tab's model: keep this tab's as its own
+        from surgery.text import error_line
+
+        s.session_id, s.session_rev = sessions.new_id(), None
+        remember_session()
+        s.error = (
+            f"another tab changed this session since this tab read it, and this tab's steps do not apply on top "
+            f"of its work ({error_line(exc)}): this tab's work is kept as a new session (the other tab's is in "
+            "Recent sessions)"
+        )
+        return
+    _set_workspace(restored.workspace, restored.name)
+    s.session_id, s.sample, s.targets_next = sid, restored.sample, restored.targets  # the widget is drawn
+    _synced(restored.revision)
+    kept = len(restored.workspace.recipe) - len(added or [])
+    if added:
+        _save(sid)
+        s.error = (
+            f"another tab saved this session since this tab read it: its {kept} step(s) are kept and this tab's "
+            f"{len(added)} step(s) applied after them (replayed, not verified again on that model)"
+        )
+    else:
+        s.error = (
+            f"another tab saved this session since this tab read it: shown as that tab left it ({kept} step(s)); "
+            "what was done here since (undo, redo, targets) was not saved: do it again if it is still wanted"
+        )
 
 
 def _original_fingerprint() -> str:
@@ -327,6 +389,7 @@ def open_session(sid: str) -> str | None:
     _set_workspace(restored.workspace, restored.name)
     s, extra = state(), restored.extra
     s.session_id, s.sample, s.targets = sid, restored.sample, restored.targets
+    _synced(restored.revision)
     if isinstance(extra.get("selected"), str):
         s.selected = extra["selected"]
     last = extra.get("last_verification")
@@ -521,7 +584,8 @@ def new_click(click) -> str | None:
 def keep_targets(options: list[str]) -> None:
     """Drop the chosen targets that are not among `options` (the targets widget is bound to the state)."""
     s = state()
-    s.targets = [t for t in s.targets if t in options]
+    chosen = s.pop("targets_next", None) or s.targets  # set by a run after the widget was drawn (_rebase)
+    s.targets = [t for t in chosen if t in options]
 
 
 def _checked() -> set:

@@ -9,7 +9,9 @@ One folder per session under the state folder ($ONNX_SURGERY_STATE_DIR, else ~/.
 A model opened from a path (or a sample) is not copied: the path and the original's fingerprint are kept, and a
 path whose model has changed since is refused as a stale session rather than replayed on something else. Every
 write is atomic (a temporary file in the same folder, fsync, os.replace): a reader sees the old state or the new,
-never half of one. Session ids are random (secrets.token_urlsafe) and checked against SESSION_ID before they
+never half of one. Each write raises the state's revision, under a lock on the session's folder: a writer that
+names the revision it last read (`expect`) and finds another is told (SessionConflict) rather than writing over
+the other's steps (two tabs on one session). Session ids are random (secrets.token_urlsafe) and checked against SESSION_ID before they
 name anything on disk. A state file that cannot be used is a SessionError of one line, never a traceback.
 """
 
@@ -48,6 +50,20 @@ class SessionError(ValueError):
     """A session that cannot be restored or listed; the message is one line naming the session and why."""
 
 
+class SessionConflict(SessionError):
+    """Another writer saved the session since this one read it (`revision`: what is on disk now)."""
+
+    def __init__(self, message: str, revision: int):
+        super().__init__(message)
+        self.revision = revision
+
+
+@dataclass(frozen=True)
+class Saved:
+    path: Path  # the state file
+    revision: int  # the revision written: the `expect` of this writer's next save
+
+
 def state_dir() -> Path:
     """Where sessions live: $ONNX_SURGERY_STATE_DIR, else ~/.onnx-surgery/sessions."""
     env = os.environ.get("ONNX_SURGERY_STATE_DIR")
@@ -81,6 +97,7 @@ class Restored:
     sample: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     warning: str | None = None  # restored, but not the same model as saved (a fix that changed since)
+    revision: int = 0  # the state's revision when read: the `expect` of the next save
 
 
 @dataclass(frozen=True)
@@ -137,11 +154,14 @@ def save(
     original_fp: str | None = None,
     current_fp: str | None = None,
     root: str | os.PathLike | None = None,
-) -> Path:
+    expect: int | None = None,
+) -> Saved:
     """Write the session `sid`: the original (a sample's name, a file's path, or for a model that came as bytes
     a copy of them: `upload`, else its serialization), every step and the cursor, the targets, the name, the time
     and `extra` (JSON values the app keeps beside the recipe). The fingerprints may be given when the caller
-    has them (hashing a big model takes a while). Returns the state file."""
+    has them (hashing a big model takes a while). `expect`: the revision this writer last read or wrote; when
+    the state on disk has another, nothing is written and SessionConflict says so. Returns the state file and
+    the revision written."""
     folder = session_dir(sid, root)
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     original = ws.original
@@ -172,8 +192,41 @@ def save(
         "extra": extra or {},
     }
     path = folder / STATE_FILE
-    atomic_write(path, (json.dumps(state, indent=1) + "\n").encode())
-    return path
+    with _locked(folder):
+        now = _revision(path)
+        if expect is not None and now != expect:
+            raise SessionConflict(
+                f"session {sid}: saved elsewhere since (revision {now}, this writer last saw {expect})", now
+            )
+        state["revision"] = now + 1
+        atomic_write(path, (json.dumps(state, indent=1) + "\n").encode())
+    return Saved(path, now + 1)
+
+
+@contextlib.contextmanager
+def _locked(folder: Path):
+    """Hold the session's lock (an flock on <folder>/.lock) for one read-compare-write; where the platform has
+    no flock (Windows), writes are atomic but not serialized."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def _revision(path: Path) -> int:
+    """The revision of the state on disk: 0 when there is none (or none that can be read: it is replaced)."""
+    try:
+        state = json.loads(_read_own("", path, MAX_STATE_BYTES))
+    except (SessionError, ValueError, RecursionError):
+        return 0
+    return _revision_of(state) if isinstance(state, dict) else 0
 
 
 # -- reading ---------------------------------------------------------------------------------------------------
@@ -280,7 +333,13 @@ def load(sid: str, root: str | os.PathLike | None = None, *, allowed=None) -> Re
         original.get("sample") if isinstance(original.get("sample"), str) else None,
         extra,
         warning,
+        _revision_of(state),
     )
+
+
+def _revision_of(state: dict[str, Any]) -> int:
+    rev = state.get("revision", 1)  # states written before revisions: one write
+    return rev if type(rev) is int and rev >= 0 else 0
 
 
 def _with_nodes(steps: list[Step], nodes) -> list[Step]:

@@ -121,3 +121,45 @@ def test_an_uploaded_model_is_restored_from_its_copy_and_a_stale_path_is_refused
     at = fresh(stale)
     assert at.session_state["model_name"] == "healthy_cnn.onnx"
     assert any("stale:" in e.value and "\n" not in e.value for e in at.error), [e.value for e in at.error]
+
+
+def _sid(at) -> str:
+    sid = at.query_params["session"]
+    return sid[0] if isinstance(sid, list) else sid
+
+
+def test_two_tabs_on_one_session_lose_nothing(state_dir):
+    """Tab A and another writer (tab B, here the library a tab calls) share a session. B saves a step after A read
+    it; A's Apply is not written over B's: A is told, reloads B's step and applies its own after it. B, now behind,
+    is refused in turn. An undo in A after B saved again reloads B's work and says the undo was not saved."""
+    from surgery.workspace import Step
+
+    a = fresh()
+    a.button(key="side-lesson-ml_scaler").click()
+    a.run()
+    sid = _sid(a)
+    b = sessions.load(sid)
+    b.workspace.apply(Step("fold_constants", rule="by-tab-b"))
+    b_rev = sessions.save(
+        b.workspace, sid, name="ml_scaler.onnx", sample="ml_scaler", expect=b.revision
+    ).revision
+
+    a.button(key="apply-ml-scaler-decompose").click()
+    a.run()
+    assert not a.exception, a.exception
+    told = [shown(e.value) for e in a.error]
+    assert any("its 1 step(s) are kept and this tab's 1 step(s) applied after them" in t for t in told), told
+    on_disk = sessions.load(sid)
+    assert [s.rule for s in on_disk.workspace.recipe] == ["by-tab-b", "ml-scaler-decompose"]
+    assert a.session_state["ws"].fingerprint() == on_disk.workspace.fingerprint()
+    with pytest.raises(sessions.SessionConflict):  # B is behind now: told, not written over A
+        sessions.save(b.workspace, sid, name="ml_scaler.onnx", sample="ml_scaler", expect=b_rev)
+
+    c = sessions.load(sid)  # B again, up to date: it undoes its own first step's successor
+    c.workspace.undo()
+    sessions.save(c.workspace, sid, name="ml_scaler.onnx", sample="ml_scaler", expect=c.revision)
+    a.button(key="undo").click()
+    a.run()
+    assert not a.exception, a.exception
+    assert any("was not saved" in shown(e.value) for e in a.error)
+    assert a.session_state["ws"].cursor == 1 == sessions.load(sid).workspace.cursor

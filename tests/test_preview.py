@@ -83,7 +83,7 @@ def test_a_session_saved_with_its_nodes_beside_the_recipe_still_gives_each_step_
     ws.apply(Step("inference_mode"))
     ws.apply(Step("fold_constants"))
     sid = sessions.new_id()
-    path = sessions.save(ws, sid, name="m.onnx", root=root)
+    path = sessions.save(ws, sid, name="m.onnx", root=root).path
     state = json.loads(path.read_text())  # as the app wrote it before steps recorded their node
     state["extra"] = {"selected": "x", "step_nodes": ["/bn/BatchNormalization", None]}
     path.write_text(json.dumps(state))

@@ -35,7 +35,7 @@ def test_a_session_round_trips_bit_for_bit_with_its_undone_steps(root, tmp_path,
     ws = edited(src)
     sid = sessions.new_id()
     assert sessions.valid_id(sid)
-    path = sessions.save(ws, sid, name="m.onnx", targets=["onnxruntime"], extra={"selected": "x"})
+    path = sessions.save(ws, sid, name="m.onnx", targets=["onnxruntime"], extra={"selected": "x"}).path
     assert path == root / sid / "state.json" and sessions.state_dir() == root
     assert not (root / sid / "original.onnx").exists()  # a path is kept by its path, not copied
 
@@ -48,7 +48,7 @@ def test_a_session_round_trips_bit_for_bit_with_its_undone_steps(root, tmp_path,
     ws.redo()
     assert back.workspace.fingerprint() == ws.fingerprint()
     assert (back.name, back.targets, back.extra) == ("m.onnx", ["onnxruntime"], {"selected": "x"})
-    assert not [p for p in (root / sid).iterdir() if p.name != "state.json"]  # no temporary file left
+    assert sorted(p.name for p in (root / sid).iterdir()) == [".lock", "state.json"]  # no temporary file left
 
 
 def test_an_upload_is_copied_and_a_sample_kept_by_name(root, sample_dir):
@@ -209,7 +209,8 @@ def test_concurrent_saves_never_show_a_partial_file(root, sample_dir):
     reader.join()
     assert not bad and seen[0] > 0
     assert sessions.load(sid).name.startswith("w")
-    assert sorted(p.name for p in (root / sid).iterdir()) == ["state.json"]
+    assert sessions.load(sid).revision == 1 + 3 * 40  # writers without `expect` still serialize: none lost
+    assert sorted(p.name for p in (root / sid).iterdir()) == [".lock", "state.json"]
 
 
 # -- a session file someone else wrote (issue 25): one line for it, never a broken list, nothing read outside -----
@@ -282,3 +283,50 @@ def test_a_state_naming_a_model_outside_the_allowed_paths_is_refused_unopened(ro
     with pytest.raises(SessionError, match="not a file this app may open"):
         sessions.load(sid, allowed=lambda p: opened.append(p) or p == src)
     assert opened == [__import__("pathlib").Path("/etc/passwd")]
+
+
+def test_a_writer_that_read_an_older_revision_is_told_and_writes_nothing(root, tmp_path, sample_dir):
+    src = tmp_path / "m.onnx"
+    src.write_bytes((sample_dir / "training_mode_ops.onnx").read_bytes())
+    sid = sessions.new_id()
+    first = sessions.save(Workspace.open(src), sid, name="m.onnx")
+    assert first.revision == 1 and sessions.load(sid).revision == 1
+    a, b = sessions.load(sid), sessions.load(sid)  # two tabs on one session
+    a.workspace.apply(Step("inference_mode"))
+    assert sessions.save(a.workspace, sid, name="m.onnx", expect=a.revision).revision == 2
+    b.workspace.apply(Step("fold_constants"))
+    before = (root / sid / "state.json").read_bytes()
+    with pytest.raises(
+        sessions.SessionConflict, match=r"saved elsewhere since \(revision 2, this writer last saw 1\)"
+    ):
+        sessions.save(b.workspace, sid, name="m.onnx", expect=b.revision)
+    assert (root / sid / "state.json").read_bytes() == before  # a's step is still there
+    assert [s.fix for s in sessions.load(sid).workspace.recipe] == ["inference_mode"]
+
+
+def test_concurrent_writers_each_get_their_own_revision(root, tmp_path, sample_dir):
+    """Eight threads save one session at once, each naming the revision it read: exactly one wins each round and
+    the revisions on disk never repeat or go back."""
+    src = tmp_path / "m.onnx"
+    src.write_bytes((sample_dir / "training_mode_ops.onnx").read_bytes())
+    sid = sessions.new_id()
+    ws = Workspace.open(src)
+    sessions.save(ws, sid, name="m.onnx")
+    won, lost = [], []
+    gate = threading.Barrier(8)
+
+    def write():
+        rev = sessions.load(sid).revision
+        gate.wait()
+        try:
+            won.append(sessions.save(ws, sid, name="m.onnx", expect=rev).revision)
+        except sessions.SessionConflict:
+            lost.append(rev)
+
+    threads = [threading.Thread(target=write) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert won == [2] and len(lost) == 7
+    assert sessions.load(sid).revision == 2
