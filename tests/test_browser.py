@@ -67,6 +67,15 @@ def settle(page, timeout=60_000):
     page.wait_for_selector(".graph-canvas[data-drawn='1']", timeout=timeout)
 
 
+def box_of(locator, timeout_s: float = 30) -> dict:
+    """The element's box once it is laid out: a rerun may detach and redraw it for a moment (None meanwhile)."""
+    deadline = time.monotonic() + timeout_s
+    while (box := locator.bounding_box()) is None and time.monotonic() < deadline:
+        locator.page.wait_for_timeout(200)
+    assert box is not None, "the element was never laid out"
+    return box
+
+
 def node_color(page, node_id):
     return page.evaluate(
         "(id) => { const net = globalThis.__onnxSurgeryNetwork; const n = net &&"
@@ -317,7 +326,7 @@ def graph_state(page, expr):
 def hover_node(page, node_id):
     """Move the mouse over a node where it is drawn now (no zooming or panning first)."""
     page.locator(".graph-root").scroll_into_view_if_needed()
-    box = page.locator(".graph-canvas").bounding_box()
+    box = box_of(page.locator(".graph-canvas"))
     pos = page.evaluate(
         "(id) => { const net = globalThis.__onnxSurgeryNetwork;"
         " return net.canvasToDOM(net.getPositions([id])[id]); }",
@@ -335,7 +344,7 @@ def test_a_600_node_model_opens_readable_with_tooltips(page, tmp_path, flat):
     canvas = page.locator(".graph-canvas")
     assert int(canvas.get_attribute("data-node-count")) > 600  # drawn whole, not collapsed
     # the canvas takes the page's height; labels are readable at the default zoom (scale x the op font)
-    assert canvas.bounding_box()["height"] >= 600
+    assert box_of(canvas)["height"] >= 600
     label_px = graph_state(page, "g.network.getScale() * g.network.body.nodes[g.order[0]].options.font.size")
     assert label_px >= 11, label_px
     assert float(canvas.get_attribute("data-label-px")) >= 11
