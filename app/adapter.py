@@ -62,7 +62,7 @@ def _set_workspace(ws: Workspace, name: str) -> None:
     s.selected, s.last_applied, s.error, s.scopes, s.check_big = None, None, None, [], False
     s.last_verification, s.session_id, s.sample = None, None, None
     s.session_rev, s.session_steps = None, []
-    s.fix_summary = None
+    s.fix_summary, s.notice = None, None
 
 
 def open_sample(name: str, remember: bool = True) -> None:
@@ -315,7 +315,7 @@ def _rebase(sid: str) -> None:
 
         s.session_id, s.session_rev = sessions.new_id(), None
         remember_session()
-        s.error = (
+        s.notice = (
             f"another tab changed this session since this tab read it, and this tab's steps do not apply on top "
             f"of its work ({error_line(exc)}): this tab's work is kept as a new session (the other tab's is in "
             "Recent sessions)"
@@ -327,12 +327,12 @@ def _rebase(sid: str) -> None:
     kept = len(restored.workspace.recipe) - len(added or [])
     if added:
         _save(sid)
-        s.error = (
+        s.notice = (
             f"another tab saved this session since this tab read it: its {kept} step(s) are kept and this tab's "
             f"{len(added)} step(s) applied after them (replayed, not verified again on that model)"
         )
     else:
-        s.error = (
+        s.notice = (
             f"another tab saved this session since this tab read it: shown as that tab left it ({kept} step(s)); "
             "what was done here since (undo, redo, targets) was not saved: do it again if it is still wanted"
         )
@@ -420,12 +420,14 @@ def targets_changed() -> None:
 
 
 def undo() -> None:
+    state().notice = None
     workspace().undo()
     state().last_applied = state().last_verification = None
     remember_session()
 
 
 def redo() -> None:
+    state().notice = None
     workspace().redo()
     remember_session()
 
@@ -869,7 +871,7 @@ def apply_proposal(proposal, allow_cut: bool = False) -> None:
     from surgery.rulebook.engine import StepRefused
 
     s = state()
-    s.refused_cut = None
+    s.refused_cut, s.notice = None, None
     try:
         s.last_applied = apply(workspace(), proposal, check=False, allow_cut=allow_cut)
         s.error = None

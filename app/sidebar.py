@@ -74,6 +74,8 @@ def render() -> None:
             st.button("Check with the targets", key="check_now", on_click=adapter.allow_check, type="primary")
         if s.error:
             st.error(md_escape(s.error))  # it names the file, as the user named it
+        if s.get("notice"):  # not an error: what happened to this tab's work (another tab saved the session)
+            st.warning(md_escape(s.notice))
         with st.expander("Lessons", expanded=s.model_name == "healthy_cnn.onnx"):
             for lesson in lessons():
                 if lesson.rule:

@@ -147,7 +147,7 @@ def test_two_tabs_on_one_session_lose_nothing(state_dir):
     a.button(key="apply-ml-scaler-decompose").click()
     a.run()
     assert not a.exception, a.exception
-    told = [shown(e.value) for e in a.error]
+    told = [shown(e.value) for e in a.warning]
     assert any("its 1 step(s) are kept and this tab's 1 step(s) applied after them" in t for t in told), told
     on_disk = sessions.load(sid)
     assert [s.rule for s in on_disk.workspace.recipe] == ["by-tab-b", "ml-scaler-decompose"]
@@ -161,5 +161,5 @@ def test_two_tabs_on_one_session_lose_nothing(state_dir):
     a.button(key="undo").click()
     a.run()
     assert not a.exception, a.exception
-    assert any("was not saved" in shown(e.value) for e in a.error)
+    assert any("was not saved" in shown(e.value) for e in a.warning)
     assert a.session_state["ws"].cursor == 1 == sessions.load(sid).workspace.cursor

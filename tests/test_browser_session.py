@@ -105,3 +105,50 @@ def test_the_start_model_is_read_ahead_and_drawn_when_the_page_is_opened(tmp_pat
             browser.close()
     finally:
         stop_server(server)
+
+
+def test_two_tabs_applying_on_one_session_lose_nothing(tmp_path):
+    """Two tabs on one session URL, both on the lesson before its fix. Tab A applies the fix; tab B, which read the
+    session before that, applies it too: B is told another tab saved the session, and A's step is still on disk
+    (B's work, which no longer applies on top of A's, is kept as a session of its own)."""
+    import json
+
+    from playwright.sync_api import sync_playwright
+
+    port, state, rules = free_port(), tmp_path / "sessions", tmp_path / "rules"
+    server = start(port, state, rules)
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+            a = browser.new_page(viewport={"width": 1600, "height": 1000})
+            a.set_default_timeout(90_000)
+            a.goto(f"http://127.0.0.1:{port}")
+            a.wait_for_selector('[data-testid="stApp"]', timeout=60_000)
+            settle(a)
+            a.locator(".st-key-side-lesson-ml_scaler button").click()
+            settle(a)
+            a.wait_for_function("() => new URLSearchParams(location.search).get('session')")
+            sid = a.url.split("session=")[1].split("&")[0]
+            b = browser.new_page(viewport={"width": 1600, "height": 1000})
+            b.set_default_timeout(90_000)
+            b.goto(a.url)
+            b.wait_for_selector('[data-testid="stApp"]', timeout=60_000)
+            settle(b)
+            b.locator(".st-key-apply-ml-scaler-decompose button").wait_for()
+
+            a.locator(".st-key-apply-ml-scaler-decompose button").click()
+            settle(a)
+            a.get_by_text("ml-scaler-decompose on").first.wait_for()
+            b.locator(".st-key-apply-ml-scaler-decompose button").click()
+            settle(b)
+            b.get_by_text("another tab").first.wait_for()
+            saved = json.loads((state / sid / "state.json").read_text())
+            assert [s["rule"] for s in saved["recipe"]["steps"]] == ["ml-scaler-decompose"]
+            folders = [d for d in state.iterdir() if (d / "state.json").is_file()]
+            assert len(folders) == 2  # A's session and the one B's work was kept in
+            for page in (a, b):
+                assert "Traceback" not in page.inner_text("body")
+            b.screenshot(path=str(tmp_path / "tab_b.png"))
+            browser.close()
+    finally:
+        stop_server(server, signal.SIGTERM)
