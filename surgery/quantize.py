@@ -96,6 +96,30 @@ class Source:
 RANDOM_MAX = 10_000  # random:N beyond this is a typo or an attack: each sample is one onnxruntime run
 
 
+def check_quantizable(model: ModelProto) -> None:
+    """Refuse (CalibrationError, one line) a model onnxruntime's quantizer cannot read, before any work: a graph
+    with a cycle (its calibration run would fail on "the graph is not acyclic") or a name that is not UTF-8 (its
+    Python reads every name as text)."""
+    from surgery.graph import GraphFacts, cycle_nodes
+    from surgery.model import decoded
+
+    g = model.graph
+    for node in g.node:
+        for name in (node.name, node.op_type, *node.input, *node.output):
+            if isinstance(name, bytes):
+                raise CalibrationError(
+                    f"the name '{decoded(name)}' (node '{decoded(node.name)}') is not UTF-8 text; onnxruntime's "
+                    "quantizer reads every name as text. Note: rename it, then quantize"
+                )
+    facts = GraphFacts.of(model, infer=False)
+    cyclic = cycle_nodes(facts)
+    if cyclic:
+        raise CalibrationError(
+            f"the graph has a cycle (through node '{facts.keys[cyclic[0]]}'): ONNX graphs are acyclic, and "
+            "onnxruntime cannot run it to calibrate"
+        )
+
+
 def parse_source(spec: str) -> Source:
     """`random:N`, an existing .npz file or an existing folder; anything else is a CalibrationError."""
     spec = str(spec)
@@ -366,6 +390,7 @@ def quantize(
 
     if any(n.op_type in QDQ_OPS for n in model.graph.node):
         raise CalibrationError("the model already has QuantizeLinear/DequantizeLinear nodes; it is quantized")
+    check_quantizable(model)
     unknown = [n for n in exclude if n not in node_names(model)]
     if unknown:
         raise CalibrationError(f"--exclude names no node {', '.join(map(repr, unknown))} of the model")

@@ -685,3 +685,22 @@ def test_upload_limits_count_the_units_users_write():
 
     assert parse_size("2MB") == 2_000_000 < parse_size("2MiB") == 2 * 1024**2 == parse_size("2")
     assert parse_size("1.5 GiB") == 3 << 29 and parse_size("500mb") == 500 * 10**6
+
+
+def test_quantize_refuses_what_its_quantizer_cannot_read_before_any_work(tmp_path, capsys):
+    cyclic = tmp_path / "cycle.onnx"
+    onnx.save(
+        onnx.parser.parse_model(
+            '<ir_version: 8, opset_import: ["" : 17]>\ng (float[2] x) => (float[2] y) {\n  a = Add (x, y)\n'
+            "  y = Relu (a)\n}"
+        ),
+        str(cyclic),
+    )
+    for model, words in (
+        (cyclic, "has a cycle (through node"),
+        (make_non_utf8_model(tmp_path), "is not UTF-8 text"),
+    ):
+        _refused(
+            capsys, ["quantize", str(model), "-o", str(tmp_path / "q.onnx"), "--calib", "random:2"], words
+        )
+        assert not (tmp_path / "q.onnx").exists()

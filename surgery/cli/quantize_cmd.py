@@ -81,6 +81,7 @@ def run(args) -> int:
         Calibration,
         CalibrationError,
         calibration_digest,
+        check_quantizable,
         compare,
         parse_source,
         progress_to,
@@ -98,6 +99,7 @@ def run(args) -> int:
         return bad(str(exc))
     out = written["-o"]
     try:
+        check_quantizable(model.proto)
         src = parse_source(args.calib)
         calib = Calibration(model.proto, src.spec, args.seed)  # every refusal before any work
         digest = calibration_digest(src)
