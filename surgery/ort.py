@@ -14,6 +14,7 @@ from onnx import ModelProto, TensorProto, helper
 
 from surgery.graph import tensor_info_from_type
 from surgery.model import has_external_data
+from surgery.specs import SHAPE_MAX_ELEMENTS
 
 # Minimal IR version that introduced each element type (onnx/onnx docs/IR.md, "IR version history").
 _DTYPE_MIN_IR = {
@@ -150,6 +151,12 @@ def seeded_inputs(
         if info.shape is None:
             raise ValueError(f"input '{vi.name}' has no shape; give its shape to generate inputs")
         shape = [d if isinstance(d, int) else dims.get(str(d), default_dim) for d in info.shape]
+        size = int(np.prod(shape, dtype=object)) if shape else 1
+        if size > SHAPE_MAX_ELEMENTS:  # 2e9 floats would take the machine's memory and minutes to draw
+            raise ValueError(
+                f"input '{vi.name}' is {'x'.join(map(str, shape))}: {size:,} elements; inputs this tool generates "
+                f"hold at most {SHAPE_MAX_ELEMENTS:,}. Note: give it a smaller shape"
+            )
         np_type = _NP.get(info.dtype)
         if np_type is None:
             raise ValueError(

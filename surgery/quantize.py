@@ -104,6 +104,8 @@ def check_quantizable(model: ModelProto) -> None:
     from surgery.model import decoded
 
     g = model.graph
+    if not g.node:
+        raise CalibrationError("the graph has no nodes: nothing to quantize")
     for node in g.node:
         for name in (node.name, node.op_type, *node.input, *node.output):
             if isinstance(name, bytes):
@@ -417,6 +419,10 @@ def quantize(
         big = full.ByteSize() > 2**31 - 2**20
         onnx.save_model(full, str(src_path), save_as_external_data=big, location="model.onnx.data")
         quiet.setLevel(logging.ERROR)  # onnxruntime's "consider pre-processing" warnings on every call
+        import onnxruntime
+
+        # its sessions' C++ log lines (a refusal is said once, in our one line, below)
+        onnxruntime.set_default_logger_severity(4)
         try:
             quantize_static(
                 str(src_path),
@@ -446,6 +452,7 @@ def quantize(
             raise CalibrationError(f"onnxruntime's quantization failed: {error_line(exc)}") from None
         finally:
             quiet.setLevel(level)
+            onnxruntime.set_default_logger_severity(2)  # onnxruntime's default: warnings
         _report(0.95, "writing the Q/DQ model")
         out = onnx.load(str(out_path))
     if not any(n.op_type in QDQ_OPS for n in out.graph.node):

@@ -704,3 +704,19 @@ def test_quantize_refuses_what_its_quantizer_cannot_read_before_any_work(tmp_pat
             capsys, ["quantize", str(model), "-o", str(tmp_path / "q.onnx"), "--calib", "random:2"], words
         )
         assert not (tmp_path / "q.onnx").exists()
+
+
+def test_a_declared_input_too_big_to_generate_is_refused_not_drawn(tmp_path, capsys):
+    """1x2,000,000,000 floats (8 GB) hung quantize and build while numpy drew them: refused in one line."""
+    huge = tmp_path / "huge.onnx"
+    onnx.save(
+        onnx.parser.parse_model(
+            '<ir_version: 8, opset_import: ["" : 17]>\n'
+            "g (float[1, 2000000000] x) => (float[1, 2000000000] y) {\n  y = Relu (x)\n}"
+        ),
+        str(huge),
+    )
+    words = "input 'x' is 1x2000000000: 2,000,000,000 elements"
+    _refused(capsys, ["quantize", str(huge), "-o", str(tmp_path / "q.onnx"), "--calib", "random:2"], words)
+    assert main(["build", str(huge), "--backend", "onnxruntime", "--out", str(tmp_path / "b"), "--runs", "1"]) == 0
+    assert "built, but not measured" in capsys.readouterr().out
