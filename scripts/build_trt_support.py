@@ -19,6 +19,14 @@ DATA = ROOT / "surgery" / "backends" / "data"
 UPSTREAM_DIR = DATA / "tensorrt" / "upstream"
 OUT = DATA / "tensorrt_support.json"
 UPSTREAM = "onnx/onnx-tensorrt docs/operators.md"
+# releases after the newest tag read here: their notes as published on the release page (the same text as
+# CHANGELOG.md's section for 11.0 and 11.1, which were read at their tags)
+_RELEASES = {
+    "11.2": "https://github.com/NVIDIA/TensorRT/releases/tag/v11.2, commit 1dade06, 2026-8-4",
+    "11.3": "https://github.com/NVIDIA/TensorRT/releases/tag/v11.3, commit 98adec8, 2026-9-22",
+    "11.4": "https://github.com/NVIDIA/TensorRT/releases/tag/v11.4, commit 16ed063, 2026-10-9",
+    "11.5": "https://github.com/NVIDIA/TensorRT/releases/tag/v11.5, commit 7fe18f0, 2026-11-18",
+}
 # version -> (table file tag, where that table comes from, note)
 VERSIONS = {
     "8.0": ("8.0-GA", f"{UPSTREAM} @ branch 8.0-GA", ""),
@@ -55,9 +63,14 @@ VERSIONS = {
         f"{UPSTREAM} (the version headed 'TensorRT 10.15', Changelog 'TensorRT 10.15 GA Release - 2026-2-2')",
         "",
     ),
+    "10.16": (
+        "10.15",
+        f"{UPSTREAM} 10.15 table + NVIDIA/TensorRT CHANGELOG.md 10.16 GA (2026-3-24) at tag v10.16 (52399f5)",
+        "no 10.16 table published: the 10.15 table plus the 10.16 changelog's parser additions",
+    ),
     "11.0": (
         "10.15",
-        f"{UPSTREAM} 10.15 table + NVIDIA/TensorRT CHANGELOG.md 11.0 GA (2026-6-2)",
+        f"{UPSTREAM} 10.15 table + NVIDIA/TensorRT CHANGELOG.md 11.0 GA (2026-6-2) at tag v11.0 (771d8ef)",
         "no 11.x table published: the 10.15 table plus the 11.0 changelog's parser additions",
     ),
     "11.1": (
@@ -65,15 +78,47 @@ VERSIONS = {
         f"{UPSTREAM} 10.15 table + NVIDIA/TensorRT CHANGELOG.md 11.0 GA / 11.1 GA (2026-6-24, commit 82d1dca)",
         "no 11.x table published: the 10.15 table plus the 11.0/11.1 changelogs' parser additions",
     ),
+    **{
+        v: (
+            "10.15",
+            f"{UPSTREAM} 10.15 table + NVIDIA/TensorRT CHANGELOG.md 11.0 GA to {v} GA ({_RELEASES[v]})",
+            f"no 11.x table published: the 10.15 table plus the changelogs' parser additions up to {v}",
+        )
+        for v in ("11.2", "11.3", "11.4", "11.5")
+    },
+}
+_CL1016 = "NVIDIA/TensorRT CHANGELOG.md, 10.16 GA (2026-3-24) at tag v10.16"
+_ADDED_10_16 = {
+    "DistCollective": f"{_CL1016}: 'Added DistCollective operator support for multi-device execution'",
 }
 _CL11 = "NVIDIA/TensorRT CHANGELOG.md, 11.0 GA (2026-6-2)"
 _ADDED_11 = {
+    **_ADDED_10_16,  # 11.0 (2026-6-2) came after 10.16 (2026-3-24); its changelog removes no parser op
     "Swish": f"{_CL11}: Swish operator support",
     "TRT_Attention": f"{_CL11}: custom op TRT_Attention (schema: onnx/onnx-tensorrt docs/TRT_custom_ops.md)",
     "TRT_MoE": f"{_CL11}: custom op TRT_MoE",
     "TRT_KVCacheUpdate": f"{_CL11}: custom op TRT_KVCacheUpdate (schema: docs/TRT_custom_ops.md)",
 }
-ADDED = {"11.0": _ADDED_11, "11.1": _ADDED_11}
+_CL112 = f"NVIDIA/TensorRT CHANGELOG.md, 11.2 GA ({_RELEASES['11.2']})"
+_ADDED_11_2 = {
+    **_ADDED_11,
+    # the table lists DFT N; 11.2 imports it through the new FFTPlugin (cuFFT)
+    "DFT": f"{_CL112}: 'Added support for the DFT operator and 5D GridSample operators'; new FFTPlugin",
+}
+ADDED = {
+    "10.16": _ADDED_10_16,
+    "11.0": _ADDED_11,
+    "11.1": _ADDED_11,
+    **{v: _ADDED_11_2 for v in ("11.2", "11.3", "11.4", "11.5")},
+}
+# what a version changes in its table besides ops: 11.5 takes opset 25
+OVERRIDES = {
+    "11.5": {
+        "max_opset": 25,
+        "max_opset_source": f"NVIDIA/TensorRT CHANGELOG.md, 11.5 GA ({_RELEASES['11.5']}): 'Added support for "
+        "ONNX opset 25 and updated the supported ONNX release to 1.22.0'",
+    }
+}
 # the data-type names of the tables' header line -> ONNX TensorProto names
 DTYPES = {
     "DOUBLE": "DOUBLE",
@@ -165,7 +210,13 @@ def main() -> None:
             op: {"supported": True, "types": "", "restrictions": "", "const_inputs": [], "source": why}
             for op, why in ADDED.get(version, {}).items()
         }
-        data["versions"][version] = {"table": tag, "source": source, "note": note, "added_ops": added}
+        data["versions"][version] = {
+            "table": tag,
+            "source": source,
+            "note": note,
+            "added_ops": added,
+            **OVERRIDES.get(version, {}),
+        }
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
     print(f"wrote {OUT}: {len(data['versions'])} versions, {len(data['tables'])} distinct tables")

@@ -22,7 +22,6 @@ from surgery.backends.base import (
     package_version,
 )
 from surgery.backends.isolate import BackendCrash, call_isolated
-from surgery.backends.tensorrt_worker import STANDARD_PLUGIN_NAMES, STANDARD_PLUGIN_OPS
 from surgery.graph import node_keys
 
 TIMEOUT_S = 300.0
@@ -101,7 +100,10 @@ class TensorRTBackend(BuildsWithSurgeryBuild):
         """TensorRT-RTX ships 2 plugin creators; full TensorRT imports these ops through its plugin library."""
         if self.flavour != "TensorRT-RTX":
             return None
-        plugin = STANDARD_PLUGIN_OPS.get(op) or (op if op in STANDARD_PLUGIN_NAMES else None)
+        from surgery.backends.tensorrt_static import plugin_importers, standard_plugin_names
+
+        # the standard plugin library as data (data/tensorrt/plugins.json): names of any version
+        plugin = plugin_importers().get(op) or (op if op in standard_plugin_names() else None)
         # ScatterElements with a reduction is imported through the standard plugin ScatterElements v2
         # (onnxOpImporters.cpp:5436 @ 10.10-GA); without it RTX says only "Unsupported reduction type"
         missing = "plugin" in words.lower() or "creator" in words

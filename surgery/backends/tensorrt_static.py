@@ -44,30 +44,7 @@ DATA_DIR = Path(__file__).resolve().parent / "data"
 TABLES_PATH = DATA_DIR / "tensorrt_support.json"
 CHECKS_PATH = DATA_DIR / "tensorrt" / "checks.yaml"
 RECORDED_PATH = DATA_DIR / "tensorrt" / "recorded-tensorrt-rtx.json"
-PLUGIN_README = "NVIDIA/TensorRT plugin/README.md"
-# Standard plugins the fallback importer finds by op type (standard plugin library loaded): first version, source.
-STANDARD_PLUGINS = {
-    "ModulatedDeformConv2d": (
-        "8.6",
-        "NVIDIA/TensorRT release/8.6 plugin/modulatedDeformConvPlugin; the 10.10 DeformConv importer creates it "
-        "(importerUtils.cpp:1255)",
-    ),
-    "ROIAlign_TRT": (
-        "8.5",
-        f"{PLUGIN_README} @ release/8.5 (roiAlignPlugin); onnxOpImporters.cpp:5196 @ 10.10",
-    ),
-    "InstanceNormalization_TRT": ("8.0", f"{PLUGIN_README} @ release/8.0 (instanceNormalizationPlugin)"),
-    "EfficientNMS_TRT": ("8.0", f"{PLUGIN_README} @ release/8.0 (efficientNMSPlugin)"),
-    "BatchedNMS_TRT": ("8.0", f"{PLUGIN_README} @ release/8.0 (batchedNMSPlugin)"),
-    "BatchedNMSDynamic_TRT": ("8.0", f"{PLUGIN_README} @ release/8.0 (batchedNMSPlugin)"),
-    "MultilevelCropAndResize_TRT": ("8.0", f"{PLUGIN_README} @ release/8.0 (multilevelCropAndResizePlugin)"),
-    "PyramidROIAlign_TRT": ("8.0", f"{PLUGIN_README} @ release/8.0 (pyramidROIAlignPlugin)"),
-    "GridAnchor_TRT": ("8.0", f"{PLUGIN_README} @ release/8.0 (gridAnchorPlugin)"),
-    "ResizeNearest_TRT": ("8.0", f"{PLUGIN_README} @ release/8.0 (resizeNearestPlugin)"),
-    "Region_TRT": ("8.0", f"{PLUGIN_README} @ release/8.0 (regionPlugin)"),
-    "Reorg_TRT": ("8.0", f"{PLUGIN_README} @ release/8.0 (reorgPlugin)"),
-    "NMS_TRT": ("8.0", f"{PLUGIN_README} @ release/8.0 (nmsPlugin)"),
-}
+PLUGINS_PATH = DATA_DIR / "tensorrt" / "plugins.json"
 ML_DOMAIN = "ai.onnx.ml"
 # the parser imports a node whose op is a model-local function through the function's body
 # (LocalFunctionImporter, onnxOpImporters.cpp:6896 @ 10.10-GA); from which version on is not recorded before 10.0
@@ -115,7 +92,10 @@ def support_data() -> dict:
 
 
 SUPPORTED_VERSIONS = sorted(support_data()["versions"], key=_vt)
-ALIASES = {"8": "8.6", "9": "9.3", "10": "10.15", "11": "11.1"}
+# a major version alone is its newest minor version with data
+ALIASES = {
+    major: [v for v in SUPPORTED_VERSIONS if v.split(".")[0] == major][-1] for major in ("8", "9", "10", "11")
+}
 
 
 def resolve_version(version: str) -> str:
@@ -143,6 +123,54 @@ def version_table(version: str) -> dict:
     entry = support_data()["versions"][version]
     table = support_data()["tables"][entry["table"]]
     return {**table, **entry, "ops": {**table["ops"], **entry["added_ops"]}}
+
+
+# -- the standard plugin library (data/tensorrt/plugins.json) ----------------------------------------------------
+
+
+@cache
+def plugin_data() -> dict:
+    return json.loads(PLUGINS_PATH.read_text())
+
+
+def shipped(entry: dict, version: str) -> bool:
+    """Whether the TensorRT `version` ships this standard plugin creator."""
+    return version in entry["shipped"]
+
+
+def standard_plugin(name: str, plugin_version: str, namespace: str, version: str) -> dict | None:
+    """The standard plugin creator the fallback importer finds for a node of op type `name` on TensorRT `version`
+    (the node's plugin_version / plugin_namespace attributes, defaults "1" and ""), else None."""
+    for e in plugin_data()["plugins"]:
+        if (e["name"], e["version"], e["namespace"]) == (name, plugin_version, namespace) and shipped(
+            e, version
+        ):
+            return e
+    return None
+
+
+def plugin_history(name: str) -> list[dict]:
+    """Every version of the standard plugin creator `name` the data knows (empty: not a standard plugin)."""
+    return [e for e in plugin_data()["plugins"] if e["name"] == name]
+
+
+def standard_plugin_names(version: str | None = None) -> set[str]:
+    """Creator names of the standard plugin library: of `version`, or of any version."""
+    return {e["name"] for e in plugin_data()["plugins"] if version is None or shipped(e, version)}
+
+
+def plugin_importers() -> dict[str, str]:
+    """Standard ops whose importer creates a standard plugin: op type -> plugin creator name."""
+    return {op: row["plugin"] for op, row in plugin_data()["importers"].items()}
+
+
+def removed_after(name: str, version: str) -> tuple[str, dict] | None:
+    """(the last version that shipped it, its entry) when `name` is a standard plugin that `version` no longer
+    ships but an older version did."""
+    older = [(v, e) for e in plugin_history(name) for v in e["shipped"] if _vt(v) < _vt(version)]
+    if not older or any(shipped(e, version) for e in plugin_history(name)):
+        return None
+    return max(older, key=lambda x: _vt(x[0]))
 
 
 # -- the check records -------------------------------------------------------------------------------------------
@@ -671,13 +699,35 @@ class TensorRTStaticBackend:
 
     # -- the op is not in the table, or is listed N ----------------------------------------------------------------
 
+    def _plugin_of(self, node: NodeProto) -> dict | None:
+        """The standard plugin creator of this version that the fallback importer finds for the node."""
+        version, namespace = _attr(node, "plugin_version", "1"), _attr(node, "plugin_namespace", "")
+        return standard_plugin(node.op_type, str(version), str(namespace), self.version)
+
     def _fallback(self, node: NodeProto) -> Problem | None:
-        """None when a standard plugin of this version imports the node, else the fallback's refusal."""
-        found = STANDARD_PLUGINS.get(node.op_type)
-        if found and _vt(self.version) >= _vt(found[0]):
+        """None when a standard plugin of this version imports the node, else the fallback's refusal (saying
+        when the plugin of that name was removed, or which versions of it this TensorRT ships)."""
+        if self._plugin_of(node) is not None:
             return None
         check_id = "plugin-fallback" if self.static_checkers else "plugin-fallback-importer"
-        return self._problem(check_id, node)
+        problem = self._problem(check_id, node)
+        if problem is None:
+            return None
+        gone = removed_after(node.op_type, self.version)
+        here = [e["version"] for e in plugin_history(node.op_type) if shipped(e, self.version)]
+        if gone:
+            last, e = gone
+            problem.values["note"] = (
+                f"the standard plugin {e['name']} (version {e['version']}, {e['interface']}) was removed from "
+                f"TensorRT's plugin library after {last}; {e['source']}"
+            )
+        elif here:
+            asked = _attr(node, "plugin_version", "1")
+            problem.values["note"] = (
+                f"TensorRT {self.version} ships {node.op_type} as plugin version {', '.join(here)}, and the node asks "
+                f'for version {asked} (its plugin_version attribute, default "1")'
+            )
+        return problem
 
     def _table_problem(self, node: NodeProto) -> Problem | None:
         domain = node.domain or ""
@@ -851,9 +901,13 @@ class TensorRTStaticBackend:
             )
         if not problems:
             note = ""
-            if node.op_type in STANDARD_PLUGINS and node.op_type not in self.table["ops"]:
-                since, source = STANDARD_PLUGINS[node.op_type]
-                note = f"imported by the standard plugin {node.op_type} (TensorRT ≥ {since}; {source})"
+            plugin = self._plugin_of(node) if node.op_type not in self.table["ops"] else None
+            if plugin is not None:
+                first, last = plugin["shipped"][0], plugin["shipped"][-1]
+                note = (
+                    f"imported by the standard plugin {plugin['name']} version {plugin['version']} "
+                    f"({plugin['interface']}; shipped in TensorRT {first} to {last}; {plugin['source']})"
+                )
             if (
                 _vt(self.version) < (9, 0)
                 and node.op_type == "Slice"
@@ -898,6 +952,8 @@ class TensorRTStaticBackend:
             **problem.values,
         }
         explanation = _fill(problem.check.explanation, values, strict=False)
+        if problem.values.get("note"):
+            explanation += f" ({problem.values['note']})"
         if inner is not None:
             explanation = f"in its body, {inner.op_type} '{parser_node_name(inner)}': {explanation}"
         w = problem.check.words_for(self.version)

@@ -16,28 +16,6 @@ from onnx import ModelProto, helper
 
 from surgery.graph import GraphFacts, all_inputs
 
-STANDARD_PLUGIN_OPS = {  # ops full TensorRT 10 imports through its standard plugin library
-    "DeformConv": "ModulatedDeformConv2d",
-    "RoiAlign": "ROIAlign_TRT",
-    "NonZero": "NonZero",
-    "ScatterElements": "ScatterElements",
-    "InstanceNormalization": "InstanceNormalization_TRT",
-}
-STANDARD_PLUGIN_NAMES = {
-    "ModulatedDeformConv2d",
-    "ROIAlign_TRT",
-    "NonZero",
-    "ScatterElements",
-    "InstanceNormalization_TRT",
-    "BatchedNMS_TRT",
-    "EfficientNMS_TRT",
-    "GridAnchor_TRT",
-    "MultilevelCropAndResize_TRT",
-    "PyramidROIAlign_TRT",
-    "Proposal",
-    "Region_TRT",
-}
-
 
 def import_trt():
     """(module, flavour): full TensorRT where it imports and has a GPU, else TensorRT-RTX."""

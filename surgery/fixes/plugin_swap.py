@@ -37,6 +37,23 @@ def _check_closed(model: ModelProto, region: list[int], outputs: list[str]) -> N
         )
 
 
+def _check_standard(plugin: str, version: str, namespace: str) -> None:
+    """A plugin named like one of TensorRT's standard plugins must ask for a version the library has shipped
+    (data/tensorrt/plugins.json); other names are the user's own plugins and pass."""
+    from surgery.backends.tensorrt_static import plugin_history
+
+    known = plugin_history(plugin)
+    if not known or namespace:
+        return
+    if not any(e["version"] == version for e in known):
+        spans = "; ".join(
+            f"version {e['version']}: TensorRT {e['shipped'][0]}–{e['shipped'][-1]}" for e in known
+        )
+        raise FixError(
+            f"TensorRT's standard plugin {plugin} has no version {version}. Note: it ships {spans}"
+        )
+
+
 def _attr_value(attr):
     return helper.get_attribute_value(attr)
 
@@ -52,7 +69,8 @@ def _attr_value(attr):
         "order; every tensor the region feeds outside must be listed",
         "plugin": "str, required: the plugin name, used as the new node's op type (TensorRT's importer "
         "looks the creator up by op type, plugin_version, plugin_namespace)",
-        "version": "str: the plugin_version attribute (default '1')",
+        "version": "str: the plugin_version attribute (default '1'); for a standard plugin, one that TensorRT's "
+        "plugin library has shipped (data/tensorrt/plugins.json)",
         "namespace": "str: the plugin_namespace attribute (default '')",
         "domain": "str: the new node's domain (default ''; a non-empty one is added to the opset imports)",
         "attributes": "dict new attribute name -> value, or '$old_name' to copy the old node's attribute "
@@ -70,6 +88,7 @@ def plugin_swap(
     domain="",
     attributes=None,
 ) -> ModelProto:
+    _check_standard(plugin, str(version), str(namespace))
     out = copy_model(model)
     graph = out.graph
     if node is not None:
