@@ -126,14 +126,16 @@ def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
 
         model = lower_precision(model, options.precision, base_dir)
         notes.append(
-            f"{flavour} builds strongly typed: the model's float32 math was converted to {options.precision} "
-            "before parsing (inputs and outputs stay float32)"
+            f"{flavour} builds strongly typed (TensorRT 11 removed weakly typed networks and the FP16/BF16 "
+            f"builder flags): the model's float32 math was converted to {options.precision} by casts in the "
+            "graph before parsing (inputs and outputs stay float32)"
         )
     elif options.precision == "int8" and strongly_typed:
         if not any(n.op_type in QDQ for n in model.graph.node):
             return fail(
-                f"{flavour} builds strongly typed and has no INT8 builder flag: INT8 needs a quantized model "
-                "(QuantizeLinear/DequantizeLinear nodes). Note: quantize the model first, or build fp16"
+                f"{flavour} builds strongly typed and has no INT8 builder flag (TensorRT 11 removed implicit INT8 "
+                "calibration): INT8 needs a quantized model (QuantizeLinear/DequantizeLinear nodes). Note: "
+                "quantize it first (onnx-surgery quantize MODEL -o OUT --calib DIR), or build fp16"
             )
         notes.append(f"{flavour} builds strongly typed: INT8 comes from the model's Q/DQ nodes")
     elif options.precision not in ("fp32", "fp16", "bf16", "int8"):
