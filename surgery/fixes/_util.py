@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import onnx
 from onnx import ModelProto
 
@@ -25,14 +27,17 @@ def find_node(model: ModelProto, key: str) -> int:
 
 
 def used_names(model: ModelProto) -> set[str]:
-    """Every node, tensor, initializer and input name of the main graph."""
+    """Every node, tensor, initializer and input name of the main graph. A scan of the whole graph: a primitive
+    that names many tensors builds it (or a NameIndex) once per call, never once per name."""
     used = {o for n in model.graph.node for o in n.output} | {t.name for t in model.graph.initializer}
     return used | {n.name for n in model.graph.node} | {i.name for i in model.graph.input}
 
 
-def fresh_name(model: ModelProto, base: str, used: set[str] | None = None) -> str:
-    """`base`, or `base_1`, `base_2`, ... whichever the model does not use yet. With `used` (from used_names,
-    kept up to date by this call) a batch of names costs one scan of the model."""
+def fresh_name(model: ModelProto, base: str, used: set[str] | NameIndex | None = None) -> str:
+    """`base`, or `base_1`, `base_2`, ... whichever the model does not use yet. With `used` (from used_names, or a
+    NameIndex; kept up to date by this call) a batch of names costs one scan of the model."""
+    if isinstance(used, NameIndex):
+        return used.fresh(base)
     taken = used if used is not None else used_names(model)
     name, k = base, 1
     while name in taken:
@@ -40,6 +45,50 @@ def fresh_name(model: ModelProto, base: str, used: set[str] | None = None) -> st
     if used is not None:
         used.add(name)
     return name
+
+
+class NameIndex:
+    """The names `used_names` lists, counted, built with one scan of the graph and kept up to date as a primitive
+    edits it (`replaced`, `add`): one index serves every name of a step, however many nodes it rewrites. A name
+    stays taken while anything in the graph still carries it (a node that is replaced gives its name back)."""
+
+    def __init__(self, model: ModelProto):
+        g = model.graph
+        count: Counter[str] = Counter()
+        for n in g.node:
+            count.update(n.output)
+            count[n.name] += 1
+        count.update(t.name for t in g.initializer)
+        count.update(i.name for i in g.input)
+        self._count = count
+
+    def __contains__(self, name: object) -> bool:
+        return self._count.get(name, 0) > 0  # type: ignore[arg-type]
+
+    def fresh(self, base: str, reserve: bool = True) -> str:
+        """`base`, or `base_1`, `base_2`, ... whichever is not taken. `reserve`: taken from now on (else it is
+        taken once the node or initializer that carries it is added)."""
+        name, k = base, 1
+        while name in self:
+            name, k = f"{base}_{k}", k + 1
+        if reserve:
+            self._count[name] += 1
+        return name
+
+    def add(self, names) -> None:
+        self._count.update(names)
+
+    def replaced(self, old: onnx.NodeProto, new: list[onnx.NodeProto], inits=()) -> None:
+        """`old` left the graph; `new` nodes and `inits` initializers joined it."""
+        count = self._count
+        for name in (*old.output, old.name):
+            count[name] -= 1
+            if count[name] <= 0:
+                del count[name]
+        for n in new:
+            count.update(n.output)
+            count[n.name] += 1
+        count.update(t.name for t in inits)
 
 
 def node_index(model: ModelProto) -> dict[str, int]:

@@ -21,7 +21,7 @@ import numpy as np
 from onnx import ModelProto, NodeProto, helper, numpy_helper
 
 from surgery.fixes import FixError, Safety, register
-from surgery.fixes._util import copy_model, find_node, fresh_name, replace_node
+from surgery.fixes._util import NameIndex, copy_model, find_node, replace_node
 from surgery.graph import GraphFacts, opset_of
 from surgery.text import first_line
 
@@ -175,8 +175,12 @@ def deform_conv(model: ModelProto, node: str, form: str = "plugin", version: str
     kernel = _kernel(facts, d["w"], n)
     name = n.name or "deform_conv"
 
+    names: list[NameIndex] = []  # one scan of the graph for every name this call makes
+
     def fresh(what: str) -> str:
-        return fresh_name(out, f"{name}/{what}")
+        if not names:
+            names.append(NameIndex(out))
+        return names[0].fresh(f"{name}/{what}", reserve=False)  # taken once the caller adds its node
 
     nodes, inits = [], []
     if form == "onnx":

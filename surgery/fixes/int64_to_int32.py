@@ -27,7 +27,7 @@ import onnx
 from onnx import ModelProto, TensorProto, helper, numpy_helper
 
 from surgery.fixes import FixError, Safety, register
-from surgery.fixes._util import copy_model, fresh_name
+from surgery.fixes._util import NameIndex, copy_model, fresh_name
 from surgery.graph import GraphFacts, all_inputs, beyond_int32, constant_tensor, opset_of, outer_reads
 
 I32 = np.iinfo(np.int32)
@@ -152,6 +152,7 @@ class _Caster:
 
     def __init__(self, model: ModelProto, facts: GraphFacts):
         self.model, self.graph, self.facts = model, model.graph, facts
+        self.used = NameIndex(model)  # one scan of the graph for every Cast this call adds
         self.opset = opset_of(model) or 0
         self.pinned = {o.name for o in self.graph.output}  # names whose INT64 type is part of the interface
         for n in self.graph.node:
@@ -233,10 +234,12 @@ class _Caster:
 
     # -- casts ---------------------------------------------------------------------------------------------------
     def _cast(self, src: str, name: str, to: int) -> str:
-        out = fresh_name(self.model, name)
-        node = helper.make_node("Cast", [src], [out], name=fresh_name(self.model, name + "/Cast"), to=to)
+        out = fresh_name(self.model, name, self.used)
+        node = helper.make_node(
+            "Cast", [src], [out], name=fresh_name(self.model, name + "/Cast", self.used), to=to
+        )
         self.new_nodes.append(node)
-        self.graph.node.append(node)  # keeps fresh_name aware of it; the final order is rebuilt below
+        self.graph.node.append(node)  # the final order is rebuilt below
         return out
 
     def _as_int64(self, t: str) -> str:
@@ -329,11 +332,15 @@ class _Caster:
             if not y or formal is None or formal.type_str not in go32:
                 continue
             if y in self.pinned:  # keep the INT64 name: the node writes y/int32, a Cast restores y
-                y32 = fresh_name(self.model, f"{y}/int32")
+                y32 = fresh_name(self.model, f"{y}/int32", self.used)
                 node.output[k] = y32
                 self.name32[y] = y32
                 cast = helper.make_node(
-                    "Cast", [y32], [y], name=fresh_name(self.model, f"{y}/Cast"), to=TensorProto.INT64
+                    "Cast",
+                    [y32],
+                    [y],
+                    name=fresh_name(self.model, f"{y}/Cast", self.used),
+                    to=TensorProto.INT64,
                 )
                 self.new_nodes.append(cast)
                 self.graph.node.append(cast)

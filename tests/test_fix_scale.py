@@ -1,0 +1,109 @@
+"""fix stays linear in the node count: a rule applied to many nodes makes one copy of the model, infers its
+shapes once and scans its names once, however many nodes it rewrites (bench/fix_scale.py times it; this counts
+the passes, which a quadratic regression multiplies)."""
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import surgery.fixes._util as util
+import surgery.graph as graph
+from surgery.fixes import get_fix
+from surgery.fixes._util import NameIndex, used_names
+from surgery.rulebook.loader import BUILTIN_DIR, load_rules
+from surgery.usecases.fix import FixRequest, fix
+from surgery.workspace import Workspace
+
+
+def layer_norm_stack(n: int, *, read_mean: bool = False) -> onnx.ModelProto:
+    """x -> (LayerNormalization -> Relu) x n -> y, opset 17, a dynamic batch; with `read_mean`, every
+    LayerNormalization's Mean output is added to the output of the next block."""
+    nodes, inits, x = [], [], "x"
+    inits.append(numpy_helper.from_array(np.linspace(0.5, 1.5, 8, dtype=np.float32), "scale"))
+    inits.append(numpy_helper.from_array(np.linspace(-0.1, 0.1, 8, dtype=np.float32), "bias"))
+    mean = None
+    for k in range(n):
+        outs = [f"ln{k}"] + ([f"mean{k}"] if read_mean else [])
+        nodes.append(
+            helper.make_node("LayerNormalization", [x, "scale", "bias"], outs, name=f"/b{k}/ln", axis=-1)
+        )
+        nodes.append(helper.make_node("Relu", [f"ln{k}"], [f"r{k}"], name=f"/b{k}/relu"))
+        x = f"r{k}"
+        if mean is not None:
+            nodes.append(helper.make_node("Add", [x, mean], [f"a{k}"], name=f"/b{k}/add"))
+            x = f"a{k}"
+        mean = f"mean{k}" if read_mean else None
+    g = helper.make_graph(
+        nodes,
+        "stack",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4, 8])],
+        [helper.make_tensor_value_info(x, TensorProto.FLOAT, ["batch", 4, 8])],
+        inits,
+    )
+    return helper.make_model(g, ir_version=8, opset_imports=[helper.make_opsetid("", 17)])
+
+
+_ORIGINALS = (graph._infer, NameIndex.__init__, util.used_names)
+
+
+def _fix_counting(monkeypatch, model: onnx.ModelProto) -> tuple[dict[str, int], Workspace]:
+    calls = {"infer": 0, "names": 0}
+    infer, index_init, names = _ORIGINALS
+
+    def counted_infer(m):
+        calls["infer"] += 1
+        return infer(m)
+
+    def counted_index(self, m):
+        calls["names"] += 1
+        index_init(self, m)
+
+    def counted_names(m):
+        calls["names"] += 1
+        return names(m)
+
+    monkeypatch.setattr(graph, "_infer", counted_infer)
+    monkeypatch.setattr(NameIndex, "__init__", counted_index)
+    monkeypatch.setattr(util, "used_names", counted_names)
+    ws = Workspace.open(model.SerializeToString())
+    rules = [r for r in load_rules([BUILTIN_DIR]) if r.id == "layernorm-decompose"]
+    fix(ws, FixRequest(["tensorrt-static@8.2"], rules))
+    return calls, ws
+
+
+def test_fixing_many_layernorms_infers_shapes_and_scans_names_as_often_as_fixing_few(monkeypatch):
+    few, ws_few = _fix_counting(monkeypatch, layer_norm_stack(2))
+    many, ws_many = _fix_counting(monkeypatch, layer_norm_stack(16))
+    for ws in (ws_few, ws_many):
+        assert len(ws.recipe) == 1  # one step for every LayerNormalization
+        assert not any(n.op_type == "LayerNormalization" for n in ws.current.graph.node)
+    assert few["names"] == many["names"] == 1  # one name index for the whole step
+    assert few["infer"] == many["infer"]  # not once per node
+
+
+@pytest.mark.parametrize("read_mean", [False, True])
+def test_a_batch_is_the_single_calls_from_the_last_node_to_the_first(read_mean):
+    model = layer_norm_stack(5, read_mean=read_mean)
+    keys = [n.name for n in model.graph.node if n.op_type == "LayerNormalization"]
+    decompose = get_fix("decompose")
+    one_by_one = model
+    for key in reversed(keys):
+        one_by_one = decompose(one_by_one, node=key)
+    batch = decompose(model, node=keys)
+    assert batch.SerializeToString() == one_by_one.SerializeToString()
+    assert decompose(model, node=list(reversed(keys))).SerializeToString() == batch.SerializeToString()
+
+
+def test_the_name_index_follows_the_graph_as_nodes_are_replaced():
+    model = layer_norm_stack(3, read_mean=True)
+    index = NameIndex(model)
+    assert {n for n in used_names(model)} == {n for n in index._count}
+    old = model.graph.node[0]
+    new = [helper.make_node("Identity", ["x"], ["ln0"], name="/b0/ln/Identity")]
+    index.replaced(old, new)
+    assert "/b0/ln" not in index and "mean0" not in index  # given back: nothing carries them now
+    assert "ln0" in index and "/b0/ln/Identity" in index
+    assert index.fresh("/b0/ln/Identity") == "/b0/ln/Identity_1"
+    assert index.fresh("/b0/ln/Identity", reserve=False) == "/b0/ln/Identity_2"
+    assert index.fresh("/b0/ln/Identity", reserve=False) == "/b0/ln/Identity_2"
