@@ -37,7 +37,8 @@ def static_target(rule) -> str | None:
     if spec is None:
         return None
     return next(
-        (f"tensorrt-static@{v}" for v in ("8.2", "8.6", "9.3", "10.15") if version_matches(spec, v)), None
+        (f"tensorrt-static@{v}" for v in ("8.2", "8.6", "9.3", "10.15", "11.5") if version_matches(spec, v)),
+        None,
     )
 
 

@@ -47,6 +47,7 @@ _REGISTRY: dict[str, FixPrimitive] = {}
 _MODULES = [
     "fold_constants",
     "plugin_swap",
+    "plugin_to_ops",
     "freeze_shapes",
     "int64_to_int32",
     "explicit_axes",
