@@ -834,6 +834,41 @@ def _proposals(
     return propose(_model, _rules, list(targets), values=_values, ctx=_ctx, only=only)
 
 
+def matches(proposal, values: dict | None = None) -> list:
+    """Every proposal of `proposal`'s rule over the whole model for the chosen targets (the node's own first):
+    what `fix` would batch into one step in its first round."""
+    rule = proposal.rule
+    fp, model = version(), workspace().current
+    found = _matches(
+        fp,
+        tuple(state().targets),
+        rule.id,
+        rule.path,
+        repr(sorted((values or {}).items())),
+        model,
+        rule,
+        values,
+        _rule_context(fp, model, facts()),
+    )
+    return sorted(found, key=lambda p: p.node != proposal.node)
+
+
+@st.cache_resource(show_spinner=False, max_entries=32)
+def _matches(fp: str, targets: tuple, rule_id: str, rule_path, values_key: str, _model, _rule, _values, _ctx):
+    from surgery.rulebook import propose
+
+    return [
+        p for p in propose(_model, [_rule], list(targets), values=_values, ctx=_ctx) if p.step is not None
+    ]
+
+
+def batched(group: list):
+    """The proposals of one rule as one step (surgery.rulebook.engine.batch): one recipe entry, one check."""
+    from surgery.rulebook.engine import batch
+
+    return batch(group, facts().index)
+
+
 @st.cache_resource(show_spinner=False, max_entries=32)
 def _partition(fp: str, backend: str, _model, _report, _facts):
     from surgery.partition import partition

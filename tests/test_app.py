@@ -645,3 +645,47 @@ def test_the_cut_lesson_is_walked_through_as_a_cut():
     assert any(
         "A **cut**, not a repair: output 'uniq' is gone" in w and "Unique '/post/Unique'" in w for w in said
     ), said
+
+
+THREE_RESIZES = """<ir_version: 8, opset_import: ["" : 13]>
+g (float[1,1,4,4] x) => (float[1,1,32,32] y) {
+  one = Constant <value = float[2] {1.0, 1.0}> ()
+  two = Constant <value = float[2] {2.0, 2.0}> ()
+  s1 = Concat <axis = 0> (one, two)
+  s2 = Concat <axis = 0> (one, two)
+  s3 = Concat <axis = 0> (one, two)
+  r1 = Resize <mode = "nearest"> (x, , s1)
+  r2 = Resize <mode = "nearest"> (r1, , s2)
+  y = Resize <mode = "nearest"> (r2, , s3)
+}"""
+
+
+def three_resizes(path) -> str:
+    """Three Resize nodes whose scales the graph computes (TensorRT 8.2 refuses each): one rule, three matches."""
+    import onnx
+
+    m = onnx.parser.parse_model(THREE_RESIZES)
+    for i, n in enumerate(m.graph.node):
+        n.name = f"{n.op_type.lower()}{i}"
+    onnx.save(m, str(path))
+    return str(path)
+
+
+@pytest.mark.parametrize("scope", ["all", "this node"])
+def test_a_rule_is_applied_to_all_its_matches_in_one_step_or_to_the_node_alone(scope, tmp_path, monkeypatch):
+    monkeypatch.setenv("ONNX_SURGERY_START_MODEL", three_resizes(tmp_path / "three.onnx"))
+    at = run_page(targets=["tensorrt-static@8.2"], selected="resize6")
+    at.run()
+    choice = at.radio(key="scope-fold-resize-scales")
+    assert choice.options[0] == "all 3 nodes it matches (one step)" and choice.value == choice.options[0]
+    if scope != "all":
+        choice.set_value("this node")
+        at.run()
+    at.button(key="apply-fold-resize-scales").click()
+    at.run()
+    assert not at.exception, at.exception
+    (step,) = at.session_state["ws"].recipe
+    folded = step.params["tensors"]
+    assert sorted(folded) == (["s1", "s2", "s3"] if scope == "all" else ["s2"])
+    rejected = [e.value for e in at.error if "rejects" in e.value]
+    assert bool(rejected) == (scope != "all")  # all three fixed by one step, or two still refused

@@ -95,7 +95,7 @@ def wait_color(page, node_id, color, timeout=60_000):
 
 
 def click_node(page, node_id):
-    box = page.locator(".graph-canvas").bounding_box()
+    box = box_of(page.locator(".graph-canvas"))
     pos = page.evaluate(
         "(id) => { const net = globalThis.__onnxSurgeryNetwork; net.focus(id, {scale: 1.0});"
         " return net.canvasToDOM(net.getPositions([id])[id]); }",
@@ -520,3 +520,30 @@ def test_a_cut_is_shown_undone_and_taken_only_when_asked(page, tmp_path):
     settle(page)
     page.locator("text=split-before-unsupported-tail").first.wait_for()
     page.get_by_text("Recipe").first.wait_for()
+
+
+def test_a_rule_is_applied_to_all_its_matches_in_one_click(page, tmp_path):
+    """Three Resize nodes with computed scales under TensorRT 8.2: the rule's card offers all three (the default);
+    one Apply makes one recipe step and every Resize turns green."""
+    from test_app import three_resizes
+
+    settle(page)
+    lesson = page.locator(".st-key-side-lesson-resize_scales_chain button")
+    if not lesson.is_visible():
+        page.locator('[data-testid="stSidebar"] summary', has_text="Lessons").click()
+    lesson.click()  # its targets: TensorRT 8.2 (predicted) and onnxruntime; they stay for the next model
+    settle(page)
+    path = three_resizes(tmp_path / "three_resizes.onnx")
+    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(path)
+    settle(page)
+    for node in ("resize5", "resize6", "resize7"):
+        wait_color(page, node, RED)
+    click_node(page, "resize6")
+    settle(page)
+    page.get_by_text("all 3 nodes it matches (one step)").first.wait_for()
+    page.locator(".st-key-apply-fold-resize-scales button").click()
+    settle(page)
+    for node in ("resize5", "resize6", "resize7"):
+        wait_color(page, node, GREEN)
+    page.get_by_text("fold-resize-scales on 3 Resize nodes").first.wait_for()
+    page.screenshot(path=str(tmp_path / "all_matches.png"))

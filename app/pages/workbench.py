@@ -300,10 +300,23 @@ with right:
                     except ValueError as exc:
                         st.error(md_escape(str(exc)))
                         continue
-                    asked = adapter.proposals(key, {p.needs: answer})
+                    values = {p.needs: answer}
+                    asked = adapter.proposals(key, values)
                     p = next((q for q in asked if q.rule.id == p.rule.id and q.step is not None), p)
                     if p.step is None:
                         continue
+                else:
+                    values = None
+                if not p.owners:  # a rule that matches elsewhere too: one step for all, as `fix` batches
+                    group = adapter.matches(p, values)
+                    if len(group) > 1 and st.radio(
+                        "Apply to",
+                        [f"all {len(group)} nodes it matches (one step)", "this node"],
+                        key=f"scope-{p.rule.id}",
+                        horizontal=True,
+                        label_visibility="collapsed",
+                    ).startswith("all"):
+                        p = adapter.batched(group)
                 st.caption(f"step: {md_escape(p.step.describe())}")
                 if st.toggle("Preview", key=f"preview-{p.rule.id}"):
                     diff = adapter.preview(p)
