@@ -25,6 +25,10 @@ from surgery.backends.isolate import BackendCrash, call_isolated
 from surgery.graph import node_keys
 
 TIMEOUT_S = 300.0
+# ops whose TensorRT-RTX importer asks for a plugin that RTX does not ship, where full TensorRT adds a layer:
+# RTX 1.7.1 on NonZero says "NonZero plugin creator version 1 was not found in plugin registry" (checked live);
+# full TensorRT's importer adds an INonZeroLayer (onnx/onnx-tensorrt onnxOpImporters.cpp NonZero @ 96e7811)
+RTX_PLUGIN_IMPORTERS = {"NonZero": "NonZero"}
 
 
 def _installed(name: str) -> bool:
@@ -102,6 +106,11 @@ class TensorRTBackend(BuildsWithSurgeryBuild):
             return None
         from surgery.backends.tensorrt_static import plugin_importers, standard_plugin_names
 
+        if op in RTX_PLUGIN_IMPORTERS and ("plugin" in words.lower() or "creator" in words):
+            return (
+                f"TensorRT-RTX has no {RTX_PLUGIN_IMPORTERS[op]} plugin (its {op} importer asks for one); full "
+                f"TensorRT imports {op} with a layer of its own, so this verdict cannot be confirmed here"
+            )
         # the standard plugin library as data (data/tensorrt/plugins.json): names of any version
         plugin = plugin_importers().get(op) or (op if op in standard_plugin_names() else None)
         # ScatterElements with a reduction is imported through the standard plugin ScatterElements v2
