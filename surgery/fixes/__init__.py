@@ -63,6 +63,7 @@ _MODULES = [
     "pin_input",
     "quantized",
     "quantize",
+    "keep_fp32",
 ]
 _loaded = False
 
