@@ -271,8 +271,9 @@ class Emulator:
         self._finish(m, nodes)
 
     def _build_int8(self, quantized: ModelProto) -> None:
-        """In the Q/DQ model, a node's input DQ(Q(x)) becomes Where(gate_k, DQ(Q(x)), x); gate k is the float32
-        model's node of the same name (the quantizer keeps the names of the nodes it quantizes)."""
+        """In the Q/DQ model, an input DQ(Q(x)) becomes Where(gate, DQ(Q(x)), x), the gate that of the float32
+        model's node of the same name (the quantizer keeps the names of the nodes it quantizes), or of any of
+        them where several read it."""
         m = ModelProto()
         m.CopyFrom(quantized)
         g = m.graph
@@ -280,30 +281,47 @@ class Emulator:
         nodes: list = []
         gates: dict[int, str] = {}
         producer = {o: n for n in g.node for o in n.output}
-        inits = {t.name for t in g.initializer}
         named = {f.key: f.index for f in self.nodes}
         cand: set[int] = set()
         self.node_outputs = {}
+        # a DQ output read by several nodes is one tensor: `quantize --exclude` leaves an excluded node reading
+        # it when another reader is quantized, so the gate of a shared DQ(Q(x)) is "any of its readers reduced"
+        readers: dict[str, list[int]] = {}
+        source: dict[str, str] = {}
+        for n in g.node:
+            k = named.get(n.name)
+            if n.op_type in ("QuantizeLinear", "DequantizeLinear") or k is None:
+                continue
+            for x in n.input:
+                dq = producer.get(x)
+                if dq is None or dq.op_type != "DequantizeLinear":
+                    continue
+                q = producer.get(dq.input[0])
+                if q is None or q.op_type != "QuantizeLinear":
+                    continue  # an integer weight: nothing float to fall back to
+                source[x] = q.input[0]
+                readers.setdefault(x, [])
+                if k not in readers[x]:
+                    readers[x].append(k)
+                cand.add(k)
+        gated: dict[str, str] = {}
         for n in g.node:
             node = type(n)()
             node.CopyFrom(n)
-            k = named.get(node.name)
-            if node.op_type not in ("QuantizeLinear", "DequantizeLinear") and k is not None:
-                for j, x in enumerate(node.input):
-                    dq = producer.get(x)
-                    if dq is None or dq.op_type != "DequantizeLinear":
-                        continue
-                    q = producer.get(dq.input[0])
-                    src = q.input[0] if q is not None and q.op_type == "QuantizeLinear" else None
-                    if src is None and dq.input[0] in inits:
-                        continue  # an integer weight: nothing float to fall back to
-                    if src is None:
-                        continue
-                    gate = self._gate(nodes, k, gates)
-                    y = f"{x}__in{k}_{j}"
-                    nodes.append(helper.make_node("Where", [gate, x, src], [y], name=f"{y}/Where"))
-                    node.input[j] = y
-                    cand.add(k)
+            for j, x in enumerate(node.input):
+                if x not in source:
+                    continue
+                if x not in gated:
+                    gate = self._gate(nodes, readers[x][0], gates)
+                    for i, k in enumerate(readers[x][1:]):
+                        either = f"{x}__any{i}"
+                        nodes.append(helper.make_node("Or", [gate, self._gate(nodes, k, gates)], [either]))
+                        gate = either
+                    gated[x] = f"{x}__gated"
+                    nodes.append(
+                        helper.make_node("Where", [gate, x, source[x]], [gated[x]], name=f"{x}/Where")
+                    )
+                node.input[j] = gated[x]
             nodes.append(node)
         self.candidates = sorted(cand)
         self._finish(m, nodes)

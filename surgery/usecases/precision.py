@@ -217,8 +217,8 @@ def search(
         for f in emu.nodes
         if f.float_math
     ]
-    if not cand:
-        step = None
+    if not cand or (request.precision == "int8" and keep >= set(cand)):
+        step = None  # nothing to reduce (INT8: no quantizable node left, which quantize refuses)
     elif request.precision == "int8":
         params = dict(step_params)
         if kept_keys:
