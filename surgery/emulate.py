@@ -54,6 +54,7 @@ class NodeFacts:
     key: str
     op_type: str
     max_abs: float = 0.0  # largest |value| of its float inputs and outputs (float32 reference, every sample)
+    out_max_abs: float = 0.0  # of its float outputs only
     cost: float = 0.0  # a compute estimate: multiply-adds x2 for MatMul/Gemm/Conv, else output elements
     float_math: bool = False  # it reads or writes float32: there is something to reduce
     fixed: bool = False  # stays float32 whatever is asked (a subgraph, or read by one)
@@ -209,6 +210,7 @@ class Emulator:
             edges = [x for x in [*n.input, *n.output] if x in self.floats]
             f.float_math = bool(edges)
             f.max_abs = max((peak.get(x, 0.0) for x in edges), default=0.0)
+            f.out_max_abs = max((peak.get(x, 0.0) for x in n.output if x in self.floats), default=0.0)
             f.cost = _cost(n, shapes) if f.float_math else 0.0
             f.fixed = f.index in fixed
 

@@ -6,7 +6,8 @@ The search, each step an emulated run on the same samples:
 
 1. everything reduced: within the tolerance, nothing is kept (beyond what the user keeps);
 2. range (fp16 / bf16): a node whose float32 values pass the format's largest value is kept ("overflow"), and so
-   is a node where inf/NaN first appears in the all-reduced run;
+   is a node where inf/NaN first appears in the all-reduced run (one past the range only in what it reads is
+   given back at the end when the error stays within the tolerance);
 3. sensitivity: the error when only that node runs reduced (the rest float32), one run per node;
 4. the fewest of the most sensitive nodes that, kept too, bring the error within the tolerance (bisection over
    the sensitivity order), then each of them given back to the reduced precision when the error stays within
@@ -195,6 +196,13 @@ def search(
             if error(keep - {k}) <= request.tolerance:
                 keep.discard(k)
                 reason.pop(k)
+    # a node kept for an input past the range whose own outputs stay within it (Exp of a large negative, a
+    # comparison) may compute in the format all the same: tried, kept only when the error needs it
+    limit = emu.format.max
+    for k in [k for k, why in reason.items() if why == "overflow" and emu.nodes[k].out_max_abs <= limit]:
+        if error(keep - {k}) <= request.tolerance:
+            keep.discard(k)
+            reason.pop(k)
     say(0.97, "verifying the result")
     after = emu.run([k for k in cand if k not in keep], watch=request.precision != "int8")
     kept_keys = [emu.nodes[k].key for k in sorted(keep)]
@@ -202,7 +210,6 @@ def search(
         KeptNode(emu.nodes[k].key, emu.nodes[k].op_type, reason[k], emu.nodes[k].max_abs, sens.get(k))
         for k in sorted(keep)
     ]
-    limit = emu.format.max
     nodes = [
         {
             "key": f.key,
