@@ -18,6 +18,7 @@ from surgery.backends.base import (
     speaker,
     where_said,
 )
+from surgery.text import telling_line
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|$<>~])")
 
@@ -39,8 +40,15 @@ def words_block(who: str, words: str, words_from: str) -> None:
     st.code(words, language=None, wrap_lines=True)
 
 
-def show_verdict(v: Verdict, label: str, backend: str = "") -> None:
-    """A node's verdict from one report (`backend`: its id, which says whose words they are)."""
+def show_verdict(v: Verdict, label: str, backend: str = "", expanded: bool = True) -> None:
+    """A node's verdict from one report (`backend`: its id, which says whose words they are): its line, then
+    what was said (verdict_details)."""
+    verdict_line(v, label)
+    verdict_details(v, label, backend, expanded)
+
+
+def verdict_line(v: Verdict, label: str) -> None:
+    """One line: who, the status, the stage and the code."""
     icon = {"supported": ":material/check_circle:", "rejected": ":material/block:"}.get(
         v.status.value, ":material/help:"
     )
@@ -48,11 +56,24 @@ def show_verdict(v: Verdict, label: str, backend: str = "") -> None:
     code = f" — {inline_code(v.code)}" if v.code else ""
     stage = f" at {v.stage.value}" if v.status.value != "supported" else ""
     st.markdown(f"{icon} **{md_escape(label)}**: {status}{stage}{code}")
-    if v.words:
-        words_block(speaker(backend, v.stage), v.words, v.words_from)
-    if v.explanation:
-        st.markdown(f"**Why** (our explanation): {md_escape(v.explanation)}")
-    st.caption(f"evidence: {md_escape(v.evidence.source)} — {md_escape(v.evidence.detail)}")
+
+
+def verdict_details(v: Verdict, label: str, backend: str = "", expanded: bool = True) -> None:
+    """The backend's words verbatim, our explanation and the evidence, folded under who said it and the words'
+    telling line unless `expanded`."""
+    if not (v.words or v.explanation):
+        st.caption(
+            f"{md_escape(label)} — evidence: {md_escape(v.evidence.source)} — {md_escape(v.evidence.detail)}"
+        )
+        return
+    said = telling_line(v.words) if v.words else v.explanation
+    head = f"{label} — {speaker(backend, v.stage)}: {said}" if v.words else f"{label} — why: {said}"
+    with st.expander(md_escape(head if len(head) <= 110 else head[:107] + "…"), expanded=expanded):
+        if v.words:
+            words_block(speaker(backend, v.stage), v.words, v.words_from)
+        if v.explanation:
+            st.markdown(f"**Why** (our explanation): {md_escape(v.explanation)}")
+        st.caption(f"evidence: {md_escape(v.evidence.source)} — {md_escape(v.evidence.detail)}")
 
 
 def show_message(m: Message, backend: str = "") -> None:
@@ -64,8 +85,8 @@ def show_message(m: Message, backend: str = "") -> None:
 
 
 def show_report_banner(r: Report, reasons: bool = True) -> None:
-    """One line per report, the same answer the CLI gives, with the reasons it is not 'accepts' (unless the
-    page lists them itself: `reasons=False`, the Overview)."""
+    """One line per report, the same answer the CLI gives; the reasons it is not 'accepts' (unless the page lists
+    them itself: `reasons=False`, the Overview) folded beneath it, so that four targets take four lines."""
     outcome = r.outcome
     label = md_escape(r.label)
     depth = f" (checked to {r.depth.value})"
@@ -86,14 +107,23 @@ def show_report_banner(r: Report, reasons: bool = True) -> None:
     # "why:" (a parser's bare words, "false", say little alone); rejections first, else what cannot be confirmed
     groups = [] if outcome is Outcome.ACCEPTS or not reasons else r.groups()
     shown = [g for g in groups if g.status is Status.REJECTED] or groups
-    for g in shown[:3]:
-        st.caption(
-            md_escape(
-                f"{g.nodes()} — {said_line(speaker(r.backend, g.stage), g.words, g.explanation, g.words_from)}"
+    messages = [m for m in r.messages if m.level != "info" or outcome is Outcome.UNAVAILABLE]
+    if outcome is Outcome.UNAVAILABLE:  # why it is not available is the whole answer: not folded
+        for m in messages:
+            show_message(m, r.backend)
+        return
+    if not shown and not messages:
+        return
+    parts = [f"{len(shown)} reason(s)"] * bool(shown) + [f"{len(messages)} message(s)"] * bool(messages)
+    with st.expander(f"Why: {', '.join(parts)}", expanded=False):
+        for g in shown[:3]:
+            st.caption(
+                md_escape(
+                    f"{g.nodes()} — "
+                    f"{said_line(speaker(r.backend, g.stage), g.words, g.explanation, g.words_from)}"
+                )
             )
-        )
-    if len(shown) > 3:
-        st.caption(f"… and {len(shown) - 3} more (the inspector has each node's verdict)")
-    for m in r.messages:
-        if m.level != "info" or outcome is Outcome.UNAVAILABLE:
+        if len(shown) > 3:
+            st.caption(f"… and {len(shown) - 3} more (the inspector has each node's verdict)")
+        for m in messages:
             show_message(m, r.backend)

@@ -547,3 +547,36 @@ def test_a_rule_is_applied_to_all_its_matches_in_one_click(page, tmp_path):
         wait_color(page, node, GREEN)
     page.get_by_text("fold-resize-scales on 3 Resize nodes").first.wait_for()
     page.screenshot(path=str(tmp_path / "all_matches.png"))
+
+
+def add_target(page, name):
+    """Add `name` to the sidebar's Targets (type it in the multiselect, Enter)."""
+    field = page.locator(".st-key-targets input").first
+    field.click()
+    field.fill(name)
+    page.get_by_role("option", name=name).first.click()
+    page.keyboard.press("Escape")
+    settle(page)
+
+
+def test_with_four_targets_the_first_apply_is_on_screen_beside_the_graph(page, tmp_path):
+    """Four targets: their banners are a line each, the node's verdicts a line per target, and the rule's Apply
+    is in the window (1600x1000) without scrolling the page; the inspector scrolls on its own."""
+    settle(page)
+    lesson = page.locator(".st-key-side-lesson-resize_scales_chain button")
+    if not lesson.is_visible():
+        page.locator('[data-testid="stSidebar"] summary', has_text="Lessons").click()
+    lesson.click()
+    settle(page)
+    for name in ("tensorrt-static@10.15", "openvino"):
+        add_target(page, name)
+    page.locator('[data-testid="stAlert"]', has_text="OpenVINO").first.wait_for()
+    assert page.locator('[data-testid="stAlert"]').count() >= 4
+    apply = page.locator(".st-key-apply-fold-resize-scales button").first
+    apply.wait_for()
+    assert page.evaluate("() => window.scrollY") == 0
+    box = box_of(apply)
+    assert box["y"] > 0 and box["y"] + box["height"] <= 1000, box
+    graph = box_of(page.locator(".graph-canvas"))
+    assert graph["x"] + graph["width"] <= box["x"], (graph, box)  # side by side
+    page.screenshot(path=str(tmp_path / "four_targets.png"))

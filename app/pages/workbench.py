@@ -17,7 +17,7 @@ import sidebar  # noqa: E402
 import streamlit as st  # noqa: E402
 from graph_component import graph  # noqa: E402
 from onnx import helper  # noqa: E402
-from verdicts import inline_code, md_escape, show_report_banner, show_verdict  # noqa: E402
+from verdicts import inline_code, md_escape, show_report_banner, verdict_details, verdict_line  # noqa: E402
 
 from surgery.view import (  # noqa: E402
     COLORS,
@@ -35,6 +35,14 @@ STYLE = """<style>
 .wb-title span { font-size: 0.8rem; color: #6b7785; margin-left: 0.4rem; }
 .wb-legend { font-size: 0.82rem; color: #55606c; text-align: right; }
 .wb-key { white-space: nowrap; }
+/* the inspector stays beside the graph: it keeps to the window's height and scrolls on its own */
+.st-key-inspector-pane { position: sticky; top: 3.2rem; max-height: calc(100vh - 4.2rem); overflow-y: auto;
+  overflow-x: hidden; padding-right: 0.3rem; }
+.st-key-inspector-pane [data-testid="stAlert"] > div { padding: 0.3rem 0.7rem; }
+.st-key-inspector-pane [data-testid="stAlert"] p { font-size: 0.85rem; }
+.st-key-inspector-pane [data-testid="stExpander"] summary { padding-top: 0.25rem; padding-bottom: 0.25rem; }
+.st-key-inspector-pane [data-testid="stExpander"] summary p { font-size: 0.85rem; }
+.st-key-inspector-pane h3 { font-size: 1.05rem; padding-top: 0.4rem; word-break: break-all; }
 </style>"""
 
 st.markdown(STYLE, unsafe_allow_html=True)
@@ -229,7 +237,7 @@ with left:
                 adapter.select(ref)
             st.rerun()
 
-with right:
+with right, st.container(key="inspector-pane"):  # beside the graph, scrolling on its own (STYLE)
     checking = st.empty()
     for r in reports:
         show_report_banner(r)
@@ -246,11 +254,9 @@ with right:
                 f"domain: {node.domain or 'ai.onnx'}" + (f" · name: {node.name}" if node.name != key else "")
             )
         )
-        for r in reports:
-            v = r.by_node().get(key)
-            if v is not None:
-                show_verdict(v, r.label, r.backend)
-        reduce_button.show(key, reports)  # 'Minimal failing model' where a target rejects the node
+        said = [(r, v) for r in reports if (v := r.by_node().get(key)) is not None]
+        for r, v in said:  # a line per target; what each said comes after the fixes
+            verdict_line(v, r.label)
 
         st.markdown("**Fixes**")
         ready = adapter.fixes_ready()
@@ -286,7 +292,6 @@ with right:
         for p in props:
             with st.container(border=True):
                 st.markdown(f"**{md_escape(p.rule.title)}**  \n`{p.rule.id}` · safety: **{p.safety}**")
-                st.caption(md_escape(p.rule.why))
                 if p.step is None:
                     text = st.text_input(
                         f"The rule asks for {p.needs}",
@@ -317,8 +322,11 @@ with right:
                         label_visibility="collapsed",
                     ).startswith("all"):
                         p = adapter.batched(group)
-                st.caption(f"step: {md_escape(p.step.describe())}")
-                if st.toggle("Preview", key=f"preview-{p.rule.id}"):
+                act = st.columns([1, 1.6], vertical_alignment="center")  # the action first, the reading after
+                if act[0].button("Apply", key=f"apply-{p.rule.id}", type="primary"):
+                    adapter.apply_proposal(p)
+                    st.rerun()
+                if act[1].toggle("Preview", key=f"preview-{p.rule.id}"):
                     diff = adapter.preview(p)
                     st.markdown(
                         f"removes {len(diff.removed)} node(s): `{', '.join(diff.removed[:8])}`  \n"
@@ -326,9 +334,8 @@ with right:
                     )
                     for line in diff.verdict_lines():
                         st.caption(line)
-                if st.button("Apply", key=f"apply-{p.rule.id}", type="primary"):
-                    adapter.apply_proposal(p)
-                    st.rerun()
+                st.caption(f"step: {md_escape(p.step.describe())}")
+                st.caption(md_escape(p.rule.why))
                 cut = st.session_state.get("refused_cut")
                 if cut and cut[:2] == (p.rule.id, p.node):  # undone as a cut: the user may still take it
                     st.warning(
@@ -339,6 +346,16 @@ with right:
                         adapter.apply_proposal(p, allow_cut=True)
                         st.rerun()
 
+        if said:
+            st.markdown("**What the targets said**")
+        opened = (
+            False  # the first refusal's words open; the others fold under who said them and their first line
+        )
+        for r, v in said:
+            first = v.status.value != "supported" and not opened
+            verdict_details(v, r.label, r.backend, expanded=first)
+            opened = opened or first
+        reduce_button.show(key, reports)  # 'Minimal failing model' where a target rejects the node
         with st.expander("Node details", expanded=True):
             if node.attribute:
                 st.markdown("**Attributes**")
