@@ -13,6 +13,7 @@ pages = [
     st.Page(HERE / "pages" / "overview.py", title="Overview", icon=":material/bar_chart:"),
     st.Page(HERE / "pages" / "lessons.py", title="Lessons", icon=":material/school:"),
     st.Page(HERE / "pages" / "build.py", title="Test build", icon=":material/build:"),
+    st.Page(HERE / "pages" / "precision.py", title="Precision", icon=":material/tune:"),
     st.Page(HERE / "pages" / "rules.py", title="Rules", icon=":material/rule:"),
     st.Page(HERE / "pages" / "backends.py", title="Backends", icon=":material/power:"),
 ]

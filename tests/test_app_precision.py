@@ -1,0 +1,64 @@
+"""AppTest for the Precision page: it finds the nodes that break fp16 on the current model (a hand-written
+LayerNorm whose squares pass 65504), shows them with the per-node table, and applies the step through the
+workspace, undone like any fix."""
+
+from pathlib import Path
+
+import onnx
+import pytest
+
+pytest.importorskip("streamlit")
+from precision_models import layernorm  # noqa: E402
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+MAIN = str(Path(__file__).resolve().parent.parent / "app" / "main.py")
+
+
+@pytest.fixture
+def page(tmp_path, monkeypatch):
+    src = tmp_path / "ln.onnx"
+    onnx.save(layernorm(), src)
+    monkeypatch.setenv("ONNX_SURGERY_START_MODEL", str(src))
+    monkeypatch.setenv("ONNX_SURGERY_STATE_DIR", str(tmp_path / "sessions"))
+    at = AppTest.from_file(MAIN, default_timeout=120)
+    at.run()
+    at.switch_page("pages/precision.py")
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_precision_page_finds_the_overflow_and_applies_the_step_with_undo(page):
+    at = page
+    ws = at.session_state["ws"]
+    assert not ws.recipe
+    at.button(key="precision-run").click()
+    at.run()
+    assert not at.exception, at.exception
+    assert any("within" in s.value and "not within" not in s.value for s in at.success)
+    kept = at.dataframe[1].value  # outputs, kept, every node
+    assert "ln/square" in list(kept["node"]) and set(kept["why"]) <= {"overflow", "sensitivity", "inf/NaN"}
+    nodes = at.dataframe[2].value
+    assert len(nodes) > len(kept)
+    at.button(key="precision-apply").click()
+    at.run()
+    assert not at.exception, at.exception
+    ws = at.session_state["ws"]
+    assert [s.fix for s in ws.recipe] == ["mixed_precision"]
+    assert "ln/square" in ws.recipe[0].params["keep"]
+    assert any("applied" in s.value for s in at.success)
+    at.switch_page("pages/workbench.py")  # undone like any fix, where the recipe is
+    at.run()
+    at.button(key="undo").click()
+    at.run()
+    assert not at.exception, at.exception
+    assert not at.session_state["ws"].recipe
+
+
+def test_inputs_that_cannot_be_used_are_one_message(page):
+    at = page
+    at.text_input(key="precision-calib").set_value("random:0")
+    at.button(key="precision-run").click()
+    at.run()
+    assert not at.exception, at.exception
+    assert len(at.error) >= 1 and any("random" in e.value for e in at.error)
