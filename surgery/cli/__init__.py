@@ -1,4 +1,4 @@
-"""`onnx-surgery`: inspect, check, fix, upgrade, split, reduce, quantize, precision, replay, build, app. One module per command in this package, each with
+"""`onnx-surgery`: inspect, check, fix, upgrade, split, reduce, quantize, precision, replay, survey, build, app. One module per command in this package, each with
 `add_parser(subparsers)` and `run(args) -> int`. Exit codes: 0 ok, 1 a target rejects something, 2 bad input,
 3 nothing rejected but a target cannot confirm the model."""
 
@@ -21,6 +21,7 @@ COMMANDS = [
     "quantize",
     "precision",
     "replay",
+    "survey",
     "build",
     "app",
 ]  # each adds itself
