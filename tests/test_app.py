@@ -689,3 +689,26 @@ def test_a_rule_is_applied_to_all_its_matches_in_one_step_or_to_the_node_alone(s
     assert sorted(folded) == (["s1", "s2", "s3"] if scope == "all" else ["s2"])
     rejected = [e.value for e in at.error if "rejects" in e.value]
     assert bool(rejected) == (scope != "all")  # all three fixed by one step, or two still refused
+
+
+def test_colour_by_the_changes_from_one_target_to_another():
+    """Two TensorRT versions as targets: 'A → B' colours what changes, as `upgrade --from A --to B` lists it
+    (squeeze_dynamic: TensorRT 11.5 takes the Squeeze without axes that 10.15 refuses)."""
+    at = run_page()
+    at.selectbox(key="sample_pick").set_value("squeeze_dynamic")
+    at.run()
+    at.button(key="open_sample").click()
+    at.run()
+    at.session_state["targets"] = ["tensorrt-static@10.15", "tensorrt-static@11.5"]
+    at.run()
+    pair = "tensorrt-static@10.15 → tensorrt-static@11.5"
+    assert pair in at.selectbox(key="color_by").options
+    at.selectbox(key="color_by").set_value(pair)
+    at.run()
+    assert not at.exception, at.exception
+    said = [shown(c.value) for c in at.caption if "newly refused" in c.value]
+    assert said and "0 node(s) newly refused (red), 1 newly accepted (green)" in said[0], said
+    assert f"{pair.split(' → ')[1]} → {pair.split(' → ')[0]}" not in at.selectbox(key="color_by").options
+    at.selectbox(key="color_by").set_value(pair.split(" → ")[1])  # one target: its own verdicts again
+    at.run()
+    assert not [c for c in at.caption if "newly refused" in c.value]

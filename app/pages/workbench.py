@@ -86,13 +86,27 @@ with head:
     if not s.targets:
         st.info("Pick one or more targets in the sidebar to see what each backend rejects.")
     top = st.columns([1.5, 2.4, 0.5, 0.5, 1.05, 0.7], vertical_alignment="bottom")
+    by_target = {r.backend: r for r in reports}
+    pairs = {  # two checked targets: what changes from one to the other (a TensorRT upgrade, typically)
+        f"{a} → {b}": (by_target[a], by_target[b])
+        for i, a in enumerate(s.targets)
+        for b in s.targets[i + 1 :]
+        if a in by_target and b in by_target
+    }
     color_by = top[0].selectbox(
         "Colour by",
-        list(s.targets) or ["(no target)"],
+        [*s.targets, *pairs] or ["(no target)"],
         key="color_by",
-        help="which target's verdicts colour the graph",
+        help="which target's verdicts colour the graph; 'A → B': what changes from target A to target B "
+        "(red: refused by B, not by A; green: accepted by B, refused by A; grey: no change), as "
+        "`onnx-surgery upgrade --from A --to B` lists it",
     )
-    report = next((r for r in reports if r.backend == color_by), None)
+    if color_by in pairs:
+        from surgery.usecases.upgrade import changes_report
+
+        report = changes_report(*pairs[color_by])
+    else:
+        report = by_target.get(color_by)
     verdicts = report.by_node() if report else {}
     query = top[1].text_input(
         "Search by name or op",
@@ -180,6 +194,16 @@ with head:
         else:
             side_by_side = False
     counts = view.counts()
+    if color_by in pairs:
+        a, b = pairs[color_by]
+        gained = sum(v.status.value == "supported" for v in report.verdicts)
+        st.caption(
+            md_escape(
+                f"{a.label} → {b.label}: {len(report.rejected)} node(s) newly refused (red), {gained} newly "
+                f"accepted (green), {len(report.verdicts) - len(report.rejected) - gained} otherwise changed "
+                "(amber); grey: no change"
+            )
+        )
     legend = " &nbsp; ".join(
         f"<span class='wb-key'><span style='color:{COLORS[name]};font-size:1.15em'>■</span> {name}"
         + (f" ({counts[name]})" if counts.get(name) else "")

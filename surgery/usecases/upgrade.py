@@ -88,8 +88,15 @@ def compare(model: ModelProto, source: str, target: str, rules: list[Rule], base
 
     before, after = check_model(model, [source, target], base_dir, depth=depth)
     suggested = suggestions_for(model, [after], rules)
+    return UpgradeOutcome(source, target, changes(before, after, suggested), before, after)
+
+
+def changes(before, after, suggested: dict | None = None) -> list[Change]:
+    """What differs node by node between two Reports of one model (`suggested`: (backend, node) -> the rules'
+    suggestions for `after`'s refusals, as surgery.rulebook.suggest.suggestions_for gives them)."""
+    suggested = suggested or {}
     old = {v.node: v for v in before.verdicts}
-    changes = []
+    found = []
     for v in after.verdicts:
         was = old.get(v.node)
         b, a = (_status(was) if was else "unknown"), _status(v)
@@ -97,7 +104,7 @@ def compare(model: ModelProto, source: str, target: str, rules: list[Rule], base
         stage_a = v.stage.value if a == "rejected" and v.stage else ""
         if b == a and stage_b == stage_a:
             continue
-        changes.append(
+        found.append(
             Change(
                 v.node,
                 v.op_type,
@@ -110,7 +117,22 @@ def compare(model: ModelProto, source: str, target: str, rules: list[Rule], base
                 v.explanation,
             )
         )
-    return UpgradeOutcome(source, target, changes, before, after)
+    return found
+
+
+def changes_report(before, after):
+    """A Report to colour a graph by what changes from `before` to `after`: the new target's verdict on each node
+    whose verdict changed (newly refused: rejected; newly accepted: supported), nothing on the others."""
+    from dataclasses import replace
+
+    changed = {c.node for c in changes(before, after)}
+    return replace(
+        after,
+        backend=f"{before.backend}->{after.backend}",
+        label=f"{before.label} → {after.label}",
+        verdicts=[v for v in after.verdicts if v.node in changed],
+        messages=[],
+    )
 
 
 def upgrade(
