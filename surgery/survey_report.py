@@ -46,7 +46,7 @@ th { background: #f6f8fa; position: sticky; top: 0; z-index: 1; }
 #matrix td.num { text-align: right; white-space: nowrap; }
 td.cell { min-width: 120px; max-width: 260px; }
 td.cell .o { font-weight: 600; white-space: nowrap; }
-td.cell .why { font-size: 11px; color: #57606a; display: block; max-height: 3em; overflow: hidden; }
+td.cell .why { font-size: 11px; color: #57606a; display: block; }
 .controls { display: flex; gap: 12px; align-items: center; margin: 8px 0; flex-wrap: wrap; }
 .controls input[type=search] { width: 280px; padding: 4px 6px; }
 .legend span { display: inline-block; padding: 1px 8px; border-radius: 4px; margin-right: 6px; font-size: 12px; }
@@ -109,6 +109,10 @@ def _size(n: int | None) -> str:
     return ""
 
 
+def _short(text: str, limit: int = 110) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
 def _cell_html(cell: dict | None) -> tuple[str, str, str]:
     """(the cell's <td>, its final outcome, its sort key)."""
     if cell is None:
@@ -118,9 +122,12 @@ def _cell_html(cell: dict | None) -> tuple[str, str, str]:
     fixed = cell.get("fix")
     if fixed:
         steps = len(fixed.get("steps", []))
-        head = f"{before} → {final}"
-        sub = f"{steps} step{'s' if steps != 1 else ''}" + (
-            f", verification {fixed['verification']}" if fixed.get("verification") else ""
+        head = f"{before} → {final}" if final != before else f"still {final}"
+        verified = {"ok": "verified", "skipped": "not verifiable here", None: ""}.get(
+            fixed.get("verification"), f"verification {fixed.get('verification')}"
+        )
+        sub = (f"{steps} step{'s' if steps != 1 else ''}" if steps else "no rule applied") + (
+            f" · {verified}" if verified else ""
         )
     else:
         head, sub = final, ""
@@ -147,7 +154,7 @@ def _cell_html(cell: dict | None) -> tuple[str, str, str]:
         f"<td class='cell' data-sort='{order}' title='{_e(tip)}' style='background:{BACKGROUNDS.get(final, '#fff')}'>"
         f"<span class='o' style='color:{COLOURS.get(final, '#000')}'>{_e(head)}</span>"
         + (f" <span class='muted'>{_e(sub)}</span>" if sub else "")
-        + (f"<span class='why'>{_e(why)}</span>" if why and final != "accepts" else "")
+        + (f"<span class='why'>{_e(_short(why))}</span>" if why and final != "accepts" else "")
         + "</td>"
     )
     return td, final, str(order)
@@ -303,7 +310,13 @@ def to_html(report: dict) -> str:
                 ", ".join(f"<code>{_e(x)}</code>" for x in r["rules"]) or "<span class='muted'>none</span>"
             )
             out.append(
-                f"<tr><td class='num'>{r['models']}</td><td class='words'>{_e(r['reason'])}</td>"
+                f"<tr><td class='num'>{r['models']}</td><td class='words'>{_e(r['reason'])}"
+                + (
+                    f"<div class='muted'>why: {_e(r['explanation'])}</div>"
+                    if r.get("explanation") and r["explanation"] != r["reason"]
+                    else ""
+                )
+                + "</td>"
                 f"<td>{_e(r['code'])}</td><td>{_e(ops)}</td><td>{_e(', '.join(r['targets']))}</td>"
                 f"<td>{rules}</td></tr>"
             )

@@ -301,6 +301,7 @@ def describe(report, model, rules: list) -> dict[str, Any]:
                 "stage": m.stage.value,
                 "code": m.code,
                 "reason": first_line(m.text()),
+                "explanation": first_line(m.explanation) if m.words else "",
                 "nodes": 0,
                 "op_types": {},
                 "rules": [],
@@ -316,6 +317,7 @@ def describe(report, model, rules: list) -> dict[str, Any]:
                 "stage": g.stage.value,
                 "code": g.code,
                 "reason": g.verdicts[0].reason() or first_line(g.explanation),
+                "explanation": first_line(g.explanation),
                 "nodes": len(g.verdicts),
                 "op_types": dict(Counter(v.op_type for v in g.verdicts).most_common()),
                 "rules": answering,
@@ -743,6 +745,7 @@ def summarize(entries: list[dict], targets: list[str]) -> dict[str, Any]:
                     {
                         "reason": r["reason"],
                         "code": r["code"],
+                        "explanation": set(),
                         "models": set(),
                         "targets": set(),
                         "nodes": 0,
@@ -750,6 +753,7 @@ def summarize(entries: list[dict], targets: list[str]) -> dict[str, Any]:
                         "rules": set(),
                     },
                 )
+                agg["explanation"].add(r.get("explanation", ""))
                 agg["models"].add(m["name"])
                 agg["targets"].add(t)
                 agg["nodes"] += r["nodes"]
@@ -762,6 +766,8 @@ def summarize(entries: list[dict], targets: list[str]) -> dict[str, Any]:
             {
                 **a,
                 "models": len(a["models"]),
+                # ours, where every model was told the same (else each cell has its own)
+                "explanation": next(iter(a["explanation"])) if len(a["explanation"]) == 1 else "",
                 "targets": sorted(a["targets"]),
                 "op_types": dict(a["op_types"].most_common()),
                 "rules": sorted(a["rules"]),
