@@ -90,3 +90,29 @@ def test_a_profile_times_each_backend_at_min_opt_and_max(sample_dir, capsys):
     out = capsys.readouterr().out
     assert out.splitlines()[0].split()[-6:] == ["min", "ms", "opt", "ms", "max", "ms"]
     assert "at min (features 1x1x8): median" in out and "at max (features 4x1x8): median" in out
+
+
+def test_an_fp16_build_says_what_an_fp16_engine_computes_and_offers_precision(tmp_path, capsys, sample_dir):
+    """onnxruntime's CPU provider computes the LayerNorm's squares in fp32 (its own fp16 error is small); the
+    emulation stores every intermediate in fp16, finds the overflow, and the build offers `precision`."""
+    import re
+
+    import onnx
+    from precision_models import layernorm  # tests/ is on the path (pytest's rootdir conftest)
+
+    src = tmp_path / "ln.onnx"
+    onnx.save(layernorm(), str(src))
+    main(
+        ["build", str(src), "--backend", "onnxruntime", "--fp16", "--out", str(tmp_path / "b"), "--runs", "1"]
+    )
+    out = capsys.readouterr().out
+    measured = float(re.search(r"accuracy y: max abs \S+, mean rel (\S+)", out).group(1).rstrip(","))
+    emulated = re.search(r"emulated fp16 engine .*: worst mean rel error (\S+); inf/NaN first at (\S+)", out)
+    assert measured < 0.01 and float(emulated.group(1)) > 0.5, out
+    assert f"next: onnx-surgery precision {src} --fp16 -o OUT" in out
+    main(
+        ["build", str(sample_dir / "healthy_cnn.onnx"), "--backend", "onnxruntime", "--fp16"]
+        + ["--out", str(tmp_path / "c"), "--runs", "1"]
+    )
+    out = capsys.readouterr().out
+    assert "emulated fp16 engine" in out and "next: onnx-surgery precision" not in out

@@ -101,6 +101,45 @@ def _point(r, point: str) -> str:
     return f"{entry['median']:.3f}" if "median" in entry else "-"
 
 
+def precision_hint(r, model: str) -> str | None:
+    """For a reduced-precision build whose error passes the precision command's default tolerance: the one line
+    that offers it (it finds the nodes that break accuracy and keeps them in float32)."""
+    from surgery.usecases.precision import DEFAULT_TOLERANCE
+
+    worst = max((acc.get("mean_rel", 0.0) for acc in (r.accuracy or {}).values()), default=0.0)
+    if r.precision not in ("fp16", "bf16", "int8") or not worst > DEFAULT_TOLERANCE:
+        return None
+    return (
+        f"next: mean rel error {_fmt(worst)} at {r.precision} is over {DEFAULT_TOLERANCE:g}: onnx-surgery "
+        f"precision {model} --{r.precision} -o OUT finds the nodes that break it and keeps them in float32"
+    )
+
+
+def _emulated(model, precision: str, path: str) -> None:
+    """What an engine that keeps every intermediate in `precision` computes (surgery.usecases.precision's
+    emulation): a backend's own run may hide it (onnxruntime's CPU provider computes many fp16 ops in fp32)."""
+    from surgery.text import error_line
+    from surgery.usecases.precision import DEFAULT_TOLERANCE, all_reduced
+
+    try:
+        error, origins = all_reduced(model.proto, precision, model.base_dir)
+    except Exception as exc:  # the builds stand; only the emulation is missing
+        print(f"emulated {precision} engine: not run: {error_line(exc)}")
+        return
+    where = (
+        f"; inf/NaN first at {', '.join(origins[:5])}" + (" …" if len(origins) > 5 else "") if origins else ""
+    )
+    print(
+        f"emulated {precision} engine (every intermediate stored in {precision}, on this CPU): worst mean rel "
+        f"error {_fmt(error)}{where}"
+    )
+    if not error <= DEFAULT_TOLERANCE:  # inf and NaN included
+        print(
+            f"next: onnx-surgery precision {path} --{precision} -o OUT finds the nodes that break it and keeps "
+            "them in float32"
+        )
+
+
 def tuning_line(r) -> str:
     """MetaSchedule's work in one line: untuned -> tuned median, trials, reused tasks, the database."""
     t = r.tuning
@@ -118,7 +157,7 @@ def tuning_line(r) -> str:
     return line
 
 
-def print_table(reports, out=None) -> None:
+def print_table(reports, out=None, model: str = "MODEL") -> None:
     out = out or sys.stdout
     rows = []
     show_precision = any(r.precision not in ("", "fp32") for r in reports)
@@ -155,6 +194,8 @@ def print_table(reports, out=None) -> None:
             print(f"{pad}builder: {r.label}", file=out)
         for name, acc in (r.accuracy or {}).items():
             print(f"{pad}accuracy {name}: {accuracy_line(acc)}", file=out)
+        if (hint := precision_hint(r, model)) is not None:
+            print(f"{pad}{hint}", file=out)
         if r.artifact:
             print(f"{pad}artifact: {r.artifact}", file=out)
         for point, entry in (r.latency_points or {}).items():
@@ -245,5 +286,7 @@ def run(args) -> int:
     if args.json:
         print(dumps([r.to_dict() for r in reports], indent=2))
     else:
-        print_table(reports)
+        print_table(reports, model=args.model)
+        if args.precision in ("fp16", "bf16"):
+            _emulated(model, args.precision, args.model)
     return EXIT_OK if all(r.ok for r in reports) else EXIT_REJECTED

@@ -123,6 +123,19 @@ def _samples(model: ModelProto, request: PrecisionRequest):
     return calib, [calib.sample(k) for k in range(min(len(calib), max(1, request.samples)))]
 
 
+def all_reduced(model: ModelProto, precision: str, base_dir=None) -> tuple[float, list[str]]:
+    """What an engine that keeps every intermediate in `precision` (fp16 | bf16) computes, emulated on seeded
+    samples: the worst output's mean relative error and the nodes where inf/NaN first appears. What `build
+    --fp16` adds to a backend's own numbers (onnxruntime's CPU provider computes many fp16 ops in fp32)."""
+    from surgery.emulate import Emulator
+
+    request = PrecisionRequest(precision)
+    _, samples = _samples(model, request)
+    emu = Emulator(model, precision, samples, base_dir=base_dir)
+    result = emu.run(emu.candidates, watch=True)
+    return result.error, [emu.nodes[k].key for k in emu.overflow_origins(result)]
+
+
 def search(
     model: ModelProto,
     request: PrecisionRequest,
