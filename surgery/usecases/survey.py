@@ -626,13 +626,17 @@ def survey(
                     )
                 )
 
-    todo = []
+    todo, twins = [], {}  # a model that is in the zoo twice (the same sha256) is computed once
     for job in jobs:
+        if job.key in twins:
+            twins[job.key].append(job)
+            continue
         hit = _read_cell(folder, job.key, request) if folder else None
         if hit is not None:
             record(job, hit, cached=True)
         else:
             todo.append(job)
+            twins[job.key] = []
 
     probe_cache = None if not request.use_cache else str(Path("~/.cache/onnx-surgery").expanduser())
 
@@ -652,6 +656,8 @@ def survey(
         if folder:
             _write_cell(folder, job.key, out)
         record(job, out, cached=False)
+        for twin in twins.get(job.key, []):
+            record(twin, out, cached=True)
 
     stop = threading.Event()
     engine = _ray if request.engine == "ray" else _local
