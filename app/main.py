@@ -15,6 +15,7 @@ pages = [
     st.Page(HERE / "pages" / "build.py", title="Test build", icon=":material/build:"),
     st.Page(HERE / "pages" / "precision.py", title="Precision", icon=":material/tune:"),
     st.Page(HERE / "pages" / "rules.py", title="Rules", icon=":material/rule:"),
+    st.Page(HERE / "pages" / "survey.py", title="Survey", icon=":material/grid_on:"),
     st.Page(HERE / "pages" / "backends.py", title="Backends", icon=":material/power:"),
 ]
 st.navigation(pages).run()  # each page renders the shared sidebar itself
