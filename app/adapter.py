@@ -972,7 +972,23 @@ def save_rule(n: int, node_key: str):
     from surgery.rulebook.save import rule_from_step
 
     ws = workspace()
-    return rule_from_step(ws.model_at(n - 1), ws.steps[n - 1], node_key, user_rules_dir())
+    return rule_from_step(
+        ws.model_at(n - 1), ws.steps[n - 1], node_key, user_rules_dir(), base_dir=ws.original.base_dir
+    )
+
+
+def draft_rule(n: int, node_key: str):
+    """What saving recipe step `n` as a rule would write, not written: (path, YAML text, the node keys it matches
+    in the model the step was applied to)."""
+    from surgery.rulebook.save import draft_rule as draft
+    from surgery.rulebook.save import matches_in
+
+    ws = workspace()
+    model = ws.model_at(n - 1)
+    path, text, rule = draft(
+        model, ws.steps[n - 1], node_key, user_rules_dir(), base_dir=ws.original.base_dir
+    )
+    return path, text, matches_in(rule, model)
 
 
 @st.cache_resource(show_spinner=False, max_entries=16)

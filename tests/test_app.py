@@ -273,7 +273,14 @@ def test_save_as_rule_writes_to_the_user_folder_and_the_rules_page_lists_it(tmp_
     at.run()
     at.button(key="apply-ml-scaler-decompose").click()
     at.run()
-    at.button(key="save_rule-1").click()
+    at.toggle(key="save_rule-1").set_value(True)  # the draft first: what it would write and match, unwritten
+    at.run()
+    assert not at.exception, at.exception
+    said = [shown(c.value) for c in at.caption]
+    assert "decompose-scaler.yaml: matches 1 node(s) here: /prep/Scaler" in said, said
+    assert any("title: Decompose Scaler into standard ops" in c.value for c in at.code)
+    assert not (tmp_path / "mine").exists()
+    at.button(key="save_rule_now-1").click()
     at.run()
     assert not at.exception
     saved = list((tmp_path / "mine").glob("*.y*ml"))

@@ -2,13 +2,15 @@
 it apply), validated, that matches elsewhere in the model and fixes a second, different model."""
 
 import numpy as np
+import onnx
 import pytest
 import yaml
 from onnx import TensorProto, helper, numpy_helper
 
 from surgery.backends import get_backend
 from surgery.rulebook import RuleError, load_rules, propose, run_rules
-from surgery.rulebook.save import matches_in, rule_from_step
+from surgery.rulebook.loader import load_rule
+from surgery.rulebook.save import draft_rule, matches_in, rule_from_step
 from surgery.samples import build
 from surgery.verify import verify
 from surgery.workspace import Step, Workspace
@@ -96,3 +98,45 @@ def test_saving_never_overwrites_a_rule(tmp_path):
         "fold-constants-resize",
         "mine",
     ]
+
+
+def _linear_classifier(multi_class: int) -> onnx.ModelProto:
+    node = helper.make_node(
+        "LinearClassifier",
+        ["x"],
+        ["label", "scores"],
+        domain="ai.onnx.ml",
+        name="clf",
+        coefficients=[0.5, -1.0, 2.0, 1.5, 0.25, -0.5],
+        intercepts=[0.1, -0.2, 0.3],
+        classlabels_ints=[0, 1, 2],
+        multi_class=multi_class,
+        post_transform="NONE",
+    )
+    g = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 2])],
+        [
+            helper.make_tensor_value_info("label", TensorProto.INT64, [3]),
+            helper.make_tensor_value_info("scores", TensorProto.FLOAT, [3, 3]),
+        ],
+    )
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)]
+    return helper.make_model(g, opset_imports=opsets, ir_version=8)
+
+
+def test_a_saved_rule_reads_as_words_and_matches_a_node_differing_in_a_flag_its_fix_ignores(tmp_path):
+    """The decomposition handles any multi_class: the saved rule does not pin it (it matched only multi_class 1
+    before), its title is words, and a preview (draft_rule) writes nothing."""
+    first, second = _linear_classifier(1), _linear_classifier(0)
+    step = Step("decompose", {"node": "clf"}, rule="ml-linear-decompose")
+    path, text, rule = draft_rule(first, step, "clf", tmp_path)
+    assert not path.exists() and "multi_class" not in text
+    assert rule.title == "Decompose LinearClassifier into standard ops"
+    assert "DECOMPOSITIONS" not in rule.title and "as the rule ml-linear-decompose does it" in rule.why
+    path, matches = rule_from_step(first, step, "clf", tmp_path)
+    assert matches == ["clf"] and matches_in(load_rule(path), second) == ["clf"]
+    ws = Workspace.open(second.SerializeToString(), name="second.onnx")
+    ws.apply(propose(second, [load_rule(path)])[0].step)
+    assert verify(second, ws.current).status == "ok"

@@ -433,16 +433,27 @@ with hist:
         text = md_escape(step.describe())
         row[0].markdown(("" if done else "~~") + f"{n}. {text}" + ("" if done else "~~ (undone)"))
         node_key = adapter.step_node(n) or (s.selected if s.selected in facts.index else None)
-        if done and node_key and row[1].button("Save as rule", key=f"save_rule-{n}"):
+        if done and node_key and row[1].toggle("Save as rule", key=f"save_rule-{n}"):
+            # the rule as it would be written and what it matches here, before anything is written
             try:
-                path, matches = adapter.save_rule(n, node_key)
-                st.success(
-                    md_escape(
-                        f"saved {path} — it matches {len(matches)} node(s) here; listed on the Rules page"
-                    )
-                )
+                path, text, matches = adapter.draft_rule(n, node_key)
             except Exception as exc:  # the rule writer says what it could not generalise
-                st.error(md_escape(f"could not save step {n} as a rule: {exc}"))
+                st.error(md_escape(f"could not make step {n} a rule: {exc}"))
+                continue
+            shown = ", ".join(matches[:5]) + (", …" if len(matches) > 5 else "")
+            st.caption(md_escape(f"{path.name}: matches {len(matches)} node(s) here: {shown}"))
+            with st.expander("The rule file", expanded=False):
+                st.code(text, language="yaml")
+            if st.button("Save the rule", key=f"save_rule_now-{n}", type="primary"):
+                try:
+                    path, matches = adapter.save_rule(n, node_key)
+                    st.success(
+                        md_escape(
+                            f"saved {path} — it matches {len(matches)} node(s) here; listed on the Rules page"
+                        )
+                    )
+                except Exception as exc:
+                    st.error(md_escape(f"could not save step {n} as a rule: {exc}"))
     verified = adapter.last_verification()  # kept across a reload
     if verified is not None:
         status, line = verified

@@ -34,7 +34,21 @@ def _generalise(value, node, key: str):
     return value
 
 
-def rule_from_step(
+# how a saved rule's title starts, by primitive ("{op}": the node's op type); others read "<fix> on <op> nodes"
+TITLES = {
+    "decompose": "Decompose {op} into standard ops",
+    "fold_constants": "Fold the computed inputs of {op} into constants",
+    "inference_mode": "Put {op} in inference mode",
+    "set_attribute": "Set an attribute of {op}",
+    "int64_to_int32": "Compute {op} in int32 instead of int64",
+    "delete_node": "Remove {op}",
+    "pin_input": "Pin an input of {op}",
+    "explicit_axes": "Give {op} its axes as a constant",
+    "plugin_swap": "Swap {op} for a TensorRT plugin",
+}
+
+
+def draft_rule(
     model: ModelProto,
     step: Step,
     node_key: str,
@@ -42,8 +56,13 @@ def rule_from_step(
     id: str | None = None,
     title: str | None = None,
     targets: dict[str, str] | None = None,
-):
-    """Write a rule file for `step` as applied to `node_key` of `model`; return (path, matching node keys)."""
+    base_dir=None,
+) -> tuple[Path, str, Rule]:
+    """The rule file `rule_from_step` would write for `step` as applied to `node_key` of `model`, not written:
+    (its path, its text, the rule). The match keeps the conditions the step depends on: the inputs it works on
+    (with what made that possible: computed from constants, weights) and the node's mode flags (int attributes)
+    whose other value leaves the step with nothing to do or refused; a flag the primitive handles either way is
+    not pinned (a LinearClassifier decomposed for any multi_class)."""
     from surgery.fixes import get_fix
 
     ctx = Context(model)
@@ -58,17 +77,22 @@ def rule_from_step(
             cond = {"foldable": x in ctx.foldable, "weights": ctx.facts.is_weights(x)}
             inputs[i] = cond
     attrs = {}
-    if not inputs:  # the fix is about the node itself: keep its mode flags (scalar ints) as conditions
+    if not inputs:  # the fix is about the node itself: its mode flags, where the step depends on them
         for a in node.attribute:
-            if a.type == AttributeProto.INT:
+            if a.type == AttributeProto.INT and _depends_on(
+                model, step, ctx.facts.index[node_key], a, base_dir
+            ):
                 attrs[a.name] = {"eq": int(a.i)}
     rule_id = id or re.sub(r"[^a-z0-9]+", "-", f"{step.fix}-{node.op_type}".lower()).strip("-")
     fix = get_fix(step.fix)
+    named = TITLES.get(step.fix, f"{step.fix.replace('_', ' ').capitalize()} on {{op}} nodes")
     data = {
         "id": rule_id,
-        "title": title or f"{fix.summary.rstrip('.')} ({node.op_type})",
+        "title": title or named.format(op=node.op_type),
         "what": f"Applies {step.fix} to {node.op_type} nodes like '{node_key}'. {fix.summary}",
-        "why": f"Saved from a fix made in ONNX Surgery on {node.op_type} '{node_key}'.",
+        "why": f"Saved from a fix made in ONNX Surgery on {node.op_type} '{node_key}'"
+        + (f", as the rule {step.rule} does it" if step.rule else "")
+        + ".",
         "targets": targets or {},
         "match": {"op": node.op_type, "domain": node.domain if node.domain not in ("ai.onnx",) else ""}
         | ({"attrs": attrs} if attrs else {})
@@ -91,11 +115,46 @@ def rule_from_step(
             f"{path}: a rule file with this id exists. Note: give another id, or delete the file first"
         )
     text = yaml.dump(data, Dumper=_NoAliases, sort_keys=False, width=100)
-    load_rule_text(text, str(path))  # validate before writing anything
+    return path, text, load_rule_text(text, str(path))  # validated before anything is written
+
+
+def rule_from_step(
+    model: ModelProto,
+    step: Step,
+    node_key: str,
+    rules_dir: str | Path,
+    id: str | None = None,
+    title: str | None = None,
+    targets: dict[str, str] | None = None,
+    base_dir=None,
+):
+    """Write a rule file for `step` as applied to `node_key` of `model` (draft_rule); return (path, matching
+    node keys)."""
+    path, text, _ = draft_rule(model, step, node_key, rules_dir, id, title, targets, base_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     rule = load_rule(path)
     return path, matches_in(rule, model)
+
+
+def _depends_on(model: ModelProto, step: Step, index: int, attr, base_dir=None) -> bool:
+    """Does `step` depend on the node's int attribute `attr`? Tried: the same step on a copy of the model with the
+    attribute's other value (0 <-> 1, else 0). Refused there, or the node left as it was: it does."""
+    from surgery.fixes import FixError
+    from surgery.workspace import apply_step
+
+    other = ModelProto()
+    other.CopyFrom(model)
+    a = next(x for x in other.graph.node[index].attribute if x.name == attr.name)
+    a.i = 1 if attr.i == 0 else 0
+    try:
+        after = apply_step(other, step, base_dir)
+    except (FixError, ValueError, KeyError, IndexError):
+        return True
+    except Exception:  # a primitive that breaks on the other value depends on it
+        return True
+    node = other.graph.node[index].SerializeToString(deterministic=True)
+    return any(n.SerializeToString(deterministic=True) == node for n in after.graph.node)
 
 
 class _NoAliases(yaml.SafeDumper):
