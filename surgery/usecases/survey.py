@@ -59,6 +59,9 @@ class SurveyRequest:
     ray_address: str | None = None  # None with engine "ray": start a local Ray runtime
     cache_dir: str | None = None  # None: $ONNX_SURGERY_SURVEY_CACHE, else ~/.cache/onnx-surgery/survey
     use_cache: bool = True  # False: compute every cell, read and write no cache (probe verdicts included)
+    probe_cache: bool = (
+        True  # the backends' probe verdicts under ~/.cache/onnx-surgery, as `check` keeps them
+    )
     max_steps: int = 100
     answers: bool = False  # answer a rule's question with the model's test data (test_data_set_0 beside it)
     cell: str = CELL
@@ -638,7 +641,9 @@ def survey(
             todo.append(job)
             twins[job.key] = []
 
-    probe_cache = None if not request.use_cache else str(Path("~/.cache/onnx-surgery").expanduser())
+    probe_cache = (
+        str(Path("~/.cache/onnx-surgery").expanduser()) if request.use_cache and request.probe_cache else None
+    )
 
     def args_of(job: Job) -> tuple:
         return (
