@@ -84,6 +84,23 @@ def test_a_rerun_with_nothing_changed_reads_every_cell_from_the_cache(tmp_path):
     assert survey(_request([zoo], tmp_path)).computed == cells
 
 
+def test_an_interrupted_survey_resumes_from_the_cells_it_had_done(tmp_path):
+    zoo = _copy(tmp_path, ["healthy_cnn", "squeeze_dynamic", "training_mode_ops", "unique_op"])
+    seen = []
+
+    def interrupt(p):
+        seen.append(p.done)
+        if p.done == 3:
+            raise KeyboardInterrupt
+
+    first = survey(_request([zoo], tmp_path), progress=interrupt)
+    assert first.interrupted and first.computed == 3
+    assert first.report["stats"]["interrupted"]
+    again = survey(_request([zoo], tmp_path))
+    assert again.cached >= 3 and again.cached + again.computed == 4 * len(TARGETS)
+    assert not again.interrupted
+
+
 def test_a_changed_rule_reruns_only_the_targets_it_applies_to(tmp_path):
     zoo = _copy(tmp_path, ["healthy_cnn", "training_mode_ops"])
     rules = tmp_path / "rules"

@@ -492,16 +492,19 @@ def isolated_cell(cell: str, args: tuple, timeout: float) -> dict[str, Any]:
 
 
 def _local(jobs: list[Job], args_of, request: SurveyRequest, done: Callable, stop: threading.Event) -> None:
-    with ThreadPoolExecutor(max_workers=max(1, request.workers)) as pool:
-        futures = {pool.submit(isolated_cell, request.cell, args_of(j), request.timeout): j for j in jobs}
-        try:
-            for fut in as_completed(futures):
-                done(futures[fut], fut.result())
-        except BaseException:
-            stop.set()
-            for f in futures:
-                f.cancel()
-            raise
+    """N threads, each driving its own child process (surgery.backends.isolate keeps one per thread)."""
+    pool = ThreadPoolExecutor(max_workers=max(1, request.workers), thread_name_prefix="survey")
+    futures = {pool.submit(isolated_cell, request.cell, args_of(j), request.timeout): j for j in jobs}
+    try:
+        for fut in as_completed(futures):
+            done(futures[fut], fut.result())
+    except (
+        BaseException
+    ):  # interrupted: the cells not started are dropped, those running end with their limit
+        stop.set()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
 
 
 def _ray(jobs: list[Job], args_of, request: SurveyRequest, done: Callable, stop: threading.Event) -> None:
