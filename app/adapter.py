@@ -50,6 +50,9 @@ def ensure_state() -> None:
         # the default sample below clears the error it set)
         open_path(start, check_folder=False, remember=False)
         problem = " · ".join(filter(None, (problem, s.error)))
+    lesson = os.environ.get("ONNX_SURGERY_START_LESSON")
+    if "ws" not in s and lesson in {x.name for x in lessons()}:
+        open_lesson(lesson, remember=False)
     if "ws" not in s:
         open_sample(DEFAULT_SAMPLE, remember=False)
     if problem:
@@ -274,7 +277,11 @@ def _save(sid: str, upload: bytes | None = None) -> None:
     from surgery import sessions
 
     s, ws = state(), workspace()
-    extra = {"selected": s.get("selected"), "last_verification": s.get("last_verification")}
+    extra = {
+        "selected": s.get("selected"),
+        "last_verification": s.get("last_verification"),
+        "color_by": s.get("color_by"),
+    }
     saved = sessions.save(
         ws,
         sid,
@@ -392,6 +399,8 @@ def open_session(sid: str) -> str | None:
     _synced(restored.revision)
     if isinstance(extra.get("selected"), str):
         s.selected = extra["selected"]
+    if isinstance(extra.get("color_by"), str):  # the widget's state, set before it is drawn
+        s.color_by = extra["color_by"]
     last = extra.get("last_verification")
     if isinstance(last, list) and len(last) == 2 and all(isinstance(x, str) for x in last):
         s.last_verification = tuple(last)
@@ -1033,14 +1042,16 @@ def target_options() -> list[str]:
     return ["tensorrt", *statics, "onnxruntime", "openvino", "tvm"]
 
 
-def open_lesson(name: str) -> None:
-    """A button callback: open the lesson's broken model with its backend as target and its node selected."""
+def open_lesson(name: str, remember: bool = True) -> None:
+    """A button callback: open the lesson's broken model with its backend as target and its node selected
+    (`remember`: as a new session; not for the page a server opens on, `onnx-surgery app --lesson`)."""
     lesson = next(x for x in lessons() if x.name == name)
     open_sample(name, remember=False)
     options = target_options()
     state().targets = [t for t in dict.fromkeys([lesson.backend, "onnxruntime"]) if t in options]
     state().selected = lesson.node
-    remember_session(new=True)
+    if remember:
+        remember_session(new=True)
 
 
 def lesson(name: str):

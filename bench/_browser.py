@@ -55,6 +55,7 @@ def start_server(
         models_dir=None,
         upload_limit=upload_limit,
         upload_limit_mb=None,
+        lesson=None,
     )
     cmd, env = build_command(args)
     env.update(env_extra or {})

@@ -100,6 +100,13 @@ def parse_profiles(specs: list[str], inputs: list[str]) -> dict[str, tuple[tuple
     return profiles
 
 
+def profile_example(shape) -> str:
+    """A min:opt:max profile for `shape` as `build --profile` takes it: static dims kept, dynamic ones (a name,
+    None, -1) shown as 1, 4 and 8, e.g. 1x3x224x224:4x3x224x224:8x3x224x224."""
+    dims = [d if isinstance(d, int) and d >= 0 else None for d in shape]
+    return ":".join("x".join(str(v if d is None else d) for d in dims) for v in (1, 4, 8))
+
+
 VALUE_MAX_CHARS = 1 << 20  # a value typed or passed on a command line: 1 MiB of text is already absurd
 VALUE_MAX_DEPTH = 32  # lists nested deeper than any tensor's rank
 

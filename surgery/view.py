@@ -327,9 +327,10 @@ def search(facts: GraphFacts, text: str, limit: int = 50) -> list[str]:
 
 
 def _rejected_in_order(verdicts: dict[str, Verdict], facts: GraphFacts) -> list[str]:
-    """The keys of the main graph's rejected nodes, in topological order (read from the verdicts: a model with
-    few or no verdicts costs nothing however many nodes it has)."""
-    bad = [k for k, v in verdicts.items() if k in facts.index and status_of(v) == "rejected"]
+    """The keys of the main graph's rejected nodes and those the target cannot confirm (red and amber: what needs a
+    look), in topological order (read from the verdicts: a model with few or no verdicts costs nothing however
+    many nodes it has)."""
+    bad = [k for k, v in verdicts.items() if k in facts.index and status_of(v) in ("rejected", "unknown")]
     if not bad:
         return []
     pos, index = facts.position, facts.index
@@ -337,7 +338,8 @@ def _rejected_in_order(verdicts: dict[str, Verdict], facts: GraphFacts) -> list[
 
 
 def next_rejected(verdicts: dict[str, Verdict], facts: GraphFacts, current: str | None) -> str | None:
-    """The next rejected node after `current` in topological order (wrapping around), or None if none is."""
+    """The next rejected (or cannot-confirm) node after `current` in topological order (wrapping around), or None
+    if none is."""
     bad = _rejected_in_order(verdicts, facts)
     if not bad or current not in facts.index:
         return bad[0] if bad else None
@@ -932,7 +934,8 @@ def build_view(
 
 
 def previous_rejected(verdicts: dict[str, Verdict], facts: GraphFacts, current: str | None) -> str | None:
-    """The rejected node before `current` in topological order (wrapping around), or None if none is."""
+    """The rejected (or cannot-confirm) node before `current` in topological order (wrapping around), or None if
+    none is."""
     bad = _rejected_in_order(verdicts, facts)
     if not bad or current not in facts.index:
         return bad[-1] if bad else None

@@ -719,3 +719,13 @@ def test_colour_by_the_changes_from_one_target_to_another():
     at.selectbox(key="color_by").set_value(pair.split(" → ")[1])  # one target: its own verdicts again
     at.run()
     assert not [c for c in at.caption if "newly refused" in c.value]
+
+
+def test_the_server_can_open_on_a_lesson(monkeypatch):
+    """`onnx-surgery app --lesson resize_scales_chain` (scripts/app.sh): the teaching case, its target, its node."""
+    monkeypatch.setenv("ONNX_SURGERY_START_LESSON", "resize_scales_chain")
+    at = run_page()
+    assert at.session_state["model_name"] == "resize_scales_chain.onnx"
+    assert at.session_state["selected"] == "/up/Resize"
+    assert "tensorrt-static@8.2" in at.session_state["targets"]
+    assert any("rejects 1 of 12 node(s)" in e.value for e in at.error)

@@ -163,3 +163,15 @@ def test_two_tabs_on_one_session_lose_nothing(state_dir):
     assert not a.exception, a.exception
     assert any("was not saved" in shown(e.value) for e in a.warning)
     assert a.session_state["ws"].cursor == 1 == sessions.load(sid).workspace.cursor
+
+
+def test_the_colouring_chosen_survives_a_reload(state_dir):
+    at = fresh()
+    at.button(key="side-lesson-resize_scales_chain").click()
+    at.run()
+    options = at.selectbox(key="color_by").options
+    assert len(options) >= 2
+    at.selectbox(key="color_by").set_value(options[1])
+    at.run()
+    again = fresh(_sid(at))
+    assert again.selectbox(key="color_by").value == options[1]

@@ -720,3 +720,7 @@ def test_a_declared_input_too_big_to_generate_is_refused_not_drawn(tmp_path, cap
     _refused(capsys, ["quantize", str(huge), "-o", str(tmp_path / "q.onnx"), "--calib", "random:2"], words)
     assert main(["build", str(huge), "--backend", "onnxruntime", "--out", str(tmp_path / "b"), "--runs", "1"]) == 0
     assert "built, but not measured" in capsys.readouterr().out
+
+
+def test_an_unknown_lesson_is_refused_before_the_server_starts(capsys):
+    _refused(capsys, ["app", "--lesson", "nope"], "--lesson 'nope': no such lesson", "resize_scales_chain")

@@ -18,7 +18,7 @@ from surgery.backends.base import BuildOptions  # noqa: E402
 from surgery.build import build_ladder, build_model, check_profiles  # noqa: E402
 from surgery.graph import GraphFacts  # noqa: E402
 from surgery.quantize import RANDOM_WARNING, CalibrationError, has_qdq, progress_to, quantize  # noqa: E402
-from surgery.specs import parse_profiles  # noqa: E402
+from surgery.specs import parse_profiles, profile_example  # noqa: E402
 
 sidebar.render()
 s = adapter.state()
@@ -33,7 +33,7 @@ here, why_not = adapter.buildable()
 backends = c[0].multiselect(
     "Backends",
     here,
-    default=[b for b in ("tensorrt", "onnxruntime") if b in here],
+    default=[b for b in here if b in ("tensorrt", "onnxruntime") or b in adapter.state().targets],
     key="build_backends",
 )
 for name, reason in why_not.items():
@@ -87,7 +87,7 @@ for name in dynamic:
     text = st.text_input(
         f"Profile for dynamic input `{name}` {facts.info(name).shape_str()} (min:opt:max)",
         key=f"profile-{name}",
-        placeholder="1x3x224x224:4x3x224x224:8x3x224x224",
+        placeholder=profile_example(facts.info(name).shape or []),
     )
     if text:
         try:

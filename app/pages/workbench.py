@@ -97,6 +97,7 @@ with head:
         "Colour by",
         [*s.targets, *pairs] or ["(no target)"],
         key="color_by",
+        on_change=adapter.remember_session,  # kept with the session: a reload colours as before
         help="which target's verdicts colour the graph; 'A → B': what changes from target A to target B "
         "(red: refused by B, not by A; green: accepted by B, refused by A; grey: no change), as "
         "`onnx-surgery upgrade --from A --to B` lists it",
@@ -123,7 +124,7 @@ with head:
         disabled=prv is None,
         on_click=select,
         args=(prv,),
-        help="select the previous node this target rejects (key p in the graph)",
+        help="select the previous node this target rejects or cannot confirm (key p in the graph)",
         width="stretch",
     )
     top[3].button(
@@ -133,7 +134,7 @@ with head:
         disabled=nxt is None,
         on_click=select,
         args=(nxt,),
-        help="select the next node this target rejects (key n in the graph)",
+        help="select the next node this target rejects or cannot confirm (key n in the graph)",
         width="stretch",
     )
     focus = top[4].toggle(

@@ -5,7 +5,7 @@
 //   tensor's shape as a label, so they go around nodes as the layout planned;
 // - the first view is readable: labels at >= 11 px on screen, centred on the selected node, else the first
 //   rejected one, else the graph's inputs; Fit and the minimap give the overview;
-// - wheel scrolls, Ctrl/⌘ + wheel zooms, drag pans (as in Netron); keys: n / p next / previous rejected,
+// - wheel scrolls, Ctrl/⌘ + wheel zooms, drag pans (as in Netron); keys: n / p next / previous rejected or cannot-confirm,
 //   f fit, + / - zoom, Esc hides the tooltip;
 // - hover shows a DOM tooltip (plain text: name, op, domain, typed inputs and outputs, every target's verdict);
 // - while the layout stays the same (same layout_id), a rerun only recolours and reselects: the viewport stays.
@@ -546,7 +546,7 @@ function wheelAndKeys(st) {
     const k = ev.key;
     st.moved = true;
     if (k === 'n' || k === 'p') {
-      const bad = st.order.filter((id) => st.byId.get(id).status === 'rejected');
+      const bad = st.order.filter((id) => ['rejected', 'unknown'].includes(st.byId.get(id).status));
       if (!bad.length) return;
       const cur = st.order.indexOf([...(st.selectedIds || [])][0]);
       const pick = k === 'n'

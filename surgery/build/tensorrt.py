@@ -80,10 +80,9 @@ def _dims(shape) -> str:
 
 
 def _profile_hint(dynamic: dict[str, tuple[int, ...]]) -> str:
-    examples = []
-    for name, shape in dynamic.items():
-        lo, opt, hi = ([d if d >= 0 else v for d in shape] for v in (1, 4, 8))
-        examples.append(f"--profile {name}:{_dims(lo)}:{_dims(opt)}:{_dims(hi)}")
+    from surgery.specs import profile_example
+
+    examples = [f"--profile {name}:{profile_example(shape)}" for name, shape in dynamic.items()]
     listed = ", ".join(f"{n} [{_dims(s).replace('-1', '?')}]" for n, s in dynamic.items())
     return (
         f"dynamic inputs: {listed}; give each a min:opt:max profile, e.g. {' '.join(examples)} "

@@ -35,6 +35,11 @@ def add_parser(sub):
     p.add_argument("--address", default="localhost")
     p.add_argument("--models-dir", help="allow opening server paths under this folder")
     p.add_argument(
+        "--lesson",
+        metavar="NAME",
+        help="open on a teaching case instead (its model, its target, its node): e.g. resize_scales_chain",
+    )
+    p.add_argument(
         "--upload-limit",
         default="2GiB",
         metavar="SIZE",
@@ -63,6 +68,13 @@ def build_command(args) -> tuple[list[str], dict[str, str]]:
         env["ONNX_SURGERY_START_MODEL"] = str(Path(args.model).resolve())
     if args.models_dir:
         env["ONNX_SURGERY_MODELS_DIR"] = str(Path(args.models_dir).resolve())
+    if getattr(args, "lesson", None):
+        from surgery.samples import lessons
+
+        names = [x.name for x in lessons() if x.rule]
+        if args.lesson not in names:
+            raise ValueError(f"--lesson '{args.lesson}': no such lesson. Note: lessons: {', '.join(names)}")
+        env["ONNX_SURGERY_START_LESSON"] = args.lesson
     limit = upload_limit(args)
     env["ONNX_SURGERY_UPLOAD_LIMIT"] = str(limit)
     cmd = [
