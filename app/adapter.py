@@ -65,7 +65,7 @@ def _set_workspace(ws: Workspace, name: str) -> None:
     s.selected, s.last_applied, s.error, s.scopes, s.check_big = None, None, None, [], False
     s.last_verification, s.session_id, s.sample = None, None, None
     s.session_rev, s.session_steps = None, []
-    s.fix_summary, s.notice = None, None
+    s.fix_summary, s.notice, s.step_numbers = None, None, {}
 
 
 def open_sample(name: str, remember: bool = True) -> None:
@@ -281,6 +281,7 @@ def _save(sid: str, upload: bytes | None = None) -> None:
         "selected": s.get("selected"),
         "last_verification": s.get("last_verification"),
         "color_by": s.get("color_by"),
+        "step_numbers": s.get("step_numbers") or {},
     }
     saved = sessions.save(
         ws,
@@ -401,6 +402,8 @@ def open_session(sid: str) -> str | None:
         s.selected = extra["selected"]
     if isinstance(extra.get("color_by"), str):  # the widget's state, set before it is drawn
         s.color_by = extra["color_by"]
+    if isinstance(extra.get("step_numbers"), dict):
+        s.step_numbers = extra["step_numbers"]
     last = extra.get("last_verification")
     if isinstance(last, list) and len(last) == 2 and all(isinstance(x, str) for x in last):
         s.last_verification = tuple(last)
@@ -935,7 +938,22 @@ def apply_proposal(proposal, allow_cut: bool = False) -> None:
         return
     v = s.last_applied.verification
     s.last_verification = None if v is None else (v.status, s.last_applied.summary())
+    _numbers(workspace().cursor, s.last_applied)
     remember_session()
+
+
+def _numbers(n: int, applied) -> None:
+    """Keep recipe step `n`'s own verification (status, line) for the recipe's list: every step shows its
+    numbers, not only the last one."""
+    v = applied.verification
+    numbers = state().setdefault("step_numbers", {})
+    numbers[str(n)] = None if v is None else [v.status, v.summary()]
+
+
+def step_numbers(n: int) -> tuple[str, str] | None:
+    """(status, line) of recipe step `n`'s verification when it was applied here, else None."""
+    got = (state().get("step_numbers") or {}).get(str(n))
+    return tuple(got) if isinstance(got, list) and len(got) == 2 else None
 
 
 def fix_all(log=None) -> None:
@@ -954,11 +972,14 @@ def fix_all(log=None) -> None:
                 f"{len(ws.recipe)}. {done.proposal.rule.id} on {done.proposal.where()} [{done.proposal.safety}]"
             )
 
+    start = ws.cursor
     try:
         outcome = fix(ws, FixRequest(list(s.targets), all_rules(), depth=depth()), log=said)
     except Exception as exc:  # a backend that cannot load, a primitive's bug: one line, the steps made stay
         s.error = f"Fix all: {error_line(exc)}"
         return
+    for k, done in enumerate(outcome.applied, start + 1):
+        _numbers(k, done)
     lines = [f"{len(outcome.applied)} step(s) applied"]
     for b, a in zip(outcome.before, outcome.after):
         lines.append(

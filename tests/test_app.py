@@ -107,6 +107,8 @@ def test_apply_undo_redo_through_the_workbench():
     ws = at.session_state["ws"]
     assert [s.rule for s in ws.recipe] == ["ml-scaler-decompose"]
     assert any("verified" in s.value for s in at.success)
+    step_line = [shown(c.value) for c in at.caption if shown(c.value).startswith("✓ ")]
+    assert step_line and "mean rel" in step_line[0], step_line  # the step's own numbers, under it
     at.button(key="undo").click()
     at.run()
     assert at.session_state["ws"].cursor == 0

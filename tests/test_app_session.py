@@ -53,6 +53,10 @@ def test_an_applied_fix_is_restored_in_a_new_session_from_the_url(state_dir):
     assert again.session_state["model_name"] == "ml_scaler.onnx"
     assert list(again.session_state["targets"]) == list(at.session_state["targets"])
     assert [s.value for s in again.success if "verified" in s.value] == verified
+    numbers = [c.value for c in at.caption if c.value.startswith("✓ ")]
+    assert (
+        numbers and [c.value for c in again.caption if c.value.startswith("✓ ")] == numbers
+    )  # each step's own
     assert any("1. " in m.value and "decompose" in m.value.lower() for m in again.markdown)
 
     again.button(key="undo").click()  # undo is saved too: a third session finds it undone, redo possible

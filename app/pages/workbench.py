@@ -433,6 +433,10 @@ with hist:
         row = st.columns([6, 2])
         text = md_escape(step.describe())
         row[0].markdown(("" if done else "~~") + f"{n}. {text}" + ("" if done else "~~ (undone)"))
+        numbers = adapter.step_numbers(n)
+        if numbers is not None:  # each step its own numbers, as the CLI prints them under each step
+            mark = {"ok": "✓", "skipped": "–"}.get(numbers[0], "✗")
+            row[0].caption(md_escape(f"{mark} {numbers[1]}"))
         node_key = adapter.step_node(n) or (s.selected if s.selected in facts.index else None)
         if done and node_key and row[1].toggle("Save as rule", key=f"save_rule-{n}"):
             # the rule as it would be written and what it matches here, before anything is written
