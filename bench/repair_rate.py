@@ -3,8 +3,12 @@ verdict before, the steps `fix` applies, the verdict after, the verification of 
 original, and for every model still refused the tracer's one-line reason no rule applies.
 
     python bench/repair_rate.py [--targets tensorrt tensorrt-static@8.2 ...] [--families ocr vad ...]
-                                [--split tune|holdout|all] [--limit N] [--timeout 300] [--json FILE] [--table]
-                                [--no-answers] [--from-json FILE]
+                                [--split tune|holdout|all] [--limit N] [--timeout 300] [--workers N] [--no-cache]
+                                [--json FILE] [--table] [--no-answers] [--from-json FILE]
+
+One pipeline: the models go through `onnx-surgery survey --fix --depth parse` (surgery.usecases.survey: each cell
+isolated with its time limit, cached, so a re-run with nothing changed reads its cells back); this bench turns
+the survey's cells into its rows and tables.
 
 The rate per target counts the models the target rejects before `fix` (outcome "rejects") and, separately, those
 without string, sequence or optional tensors (what TensorRT could take at all): repaired = the target accepts
@@ -18,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
 import time
 from collections import Counter, defaultdict
@@ -47,90 +50,54 @@ def _alarm(signum, frame):
     raise OutOfTime()
 
 
-def test_values(path: Path) -> dict:
-    """A node test's first data set by input name: the answers a user gives when a rule asks for the value of a
-    configuration input (pin-config-input's `$ask:value`). Empty for models without one."""
-    import onnx
-    from onnx import numpy_helper
-
-    data = path.parent / "test_data_set_0"
-    if not data.is_dir():
-        return {}
-    model = onnx.load(path, load_external_data=False)
-    inits = {t.name for t in model.graph.initializer}
-    inputs = [i for i in model.graph.input if i.name not in inits]
-    values = {}
-    for i, vi in enumerate(inputs):
-        name, f = vi.name, data / f"input_{i}.pb"
-        if f.exists() and vi.type.HasField("tensor_type"):  # sequences and optionals are never configuration
-            t = onnx.TensorProto()
-            t.ParseFromString(f.read_bytes())
-            values[name] = numpy_helper.to_array(t).tolist()
-    return values
-
-
-def repair(path: Path, target: str, rules, max_steps: int, answers: dict | None = None) -> dict:
-    """One model, one target, through the `fix` use case (surgery.usecases.fix, as the CLI runs it): before,
-    steps, after, verification, why still refused, and the steps undone because they broke a promise (a cut,
-    beyond the rule's bound, did not cure), counted apart. When the model is still refused and a rule asks for a
-    value the model's test data has (`answers`), the user's answers are given and `fix` runs again: those rows say
-    which inputs were pinned."""
-    from surgery.backends.base import Outcome
-    from surgery.diagnose import check_one
-    from surgery.model import load_model
-    from surgery.rulebook.engine import verify_result
-    from surgery.rulebook.tracer import unrepaired
-    from surgery.usecases.fix import FixRequest, fix
-    from surgery.verify import lost_outputs
-    from surgery.workspace import Workspace
-
-    model = load_model(path)
-    ws = Workspace(model)
-    base = model.base_dir
-    before = check_one(ws.current, target, base, depth="parse")
-    row = {"target": target, "before": before.outcome.value, "before_reasons": before.reasons()[:2]}
-    if before.outcome is not Outcome.REJECTS:
+def row_of(cell: dict, target: str) -> dict:
+    """A survey cell (`onnx-surgery survey --fix --depth parse`, surgery.usecases.survey) as this bench's row:
+    the verdict before, the steps `fix` applied, the verdict after, the verification of the fixed model against
+    the original, why it is still refused, and the steps undone because they broke a promise (a cut, beyond the
+    rule's bound, did not cure), counted apart. When a rule asked for a value the model's test data has, `fix`
+    ran again with the answers: those rows say which inputs were pinned."""
+    if cell["outcome"] == "error":
+        before = "out of time" if cell.get("timed_out") else "error"
+        return {"target": target, "before": before, "error": cell.get("error", "")[:300]}
+    row = {
+        "target": target,
+        "before": cell["outcome"],
+        "before_reasons": [r["reason"] for r in cell["reasons"]][:2],
+    }
+    fixed = cell.get("fix")
+    if fixed is None:  # `fix` runs only where the target rejects the model
         return row
-    request = FixRequest([target], rules, depth="parse", max_steps=max_steps)
-    outcome = fix(ws, request, before=[before])
-    applied, refused, after, overall = outcome.applied, outcome.refused, outcome.after[0], outcome.overall
-    row["repaired_without_answers"] = after.outcome is Outcome.ACCEPTS
-    if after.outcome is not Outcome.ACCEPTS and answers:
-        request.values = {"value": answers}
-        more = fix(ws, request, before=[after])
-        if more.applied:
-            applied += more.applied
-            refused += more.refused
-            after = more.after[0]
-            overall = verify_result(ws, applied)  # the whole recipe, at the least safe class of both runs
-        row["pinned"] = [
-            a.proposal.step.params["input"] for a in more.applied if a.proposal.rule.id == "pin-config-input"
-        ]
+    row["repaired_without_answers"] = fixed["repaired_without_answers"]
+    if fixed["pinned"]:
+        row["pinned"] = fixed["pinned"]
+    kinds = Counter(u["kind"] for u in fixed["undone"])
     row.update(
-        steps=[f"{a.proposal.rule.id} on {a.proposal.op_type} '{a.proposal.node}'" for a in applied],
-        cut=[a.proposal.rule.id for a in applied if a.cut],
-        undone={kind: sum(f": {words}" in line for line in refused) for kind, words in UNDONE.items()},
-        after=after.outcome.value,
-        verification=None if overall is None else overall.status,
-        verification_line=None if overall is None else overall.summary(),
-        worst=None if overall is None else list(overall.worst()),
-        not_applied=refused[:3],
-        why=[line for _, line in unrepaired(ws.current, [after], rules)][:3],
-        # what the promises are checked against, on the result: outputs lost, approximate steps kept past their bound
-        outputs_lost=lost_outputs(model.proto, ws.current),
-        beyond_bound_kept=[
-            a.proposal.rule.id
-            for a in applied
-            if a.verification is not None
-            and a.verification.bound is not None
-            and a.verification.status == "failed"
-        ],
+        steps=[f"{s['rule']} on {s['op_type']} '{s['nodes'][0]}'" for s in fixed["steps"]],
+        cut=fixed["cut"],
+        undone={kind: kinds[k] for kind, k in UNDONE_KINDS.items()},
+        after=fixed["outcome"],
+        verification=fixed["verification"],
+        verification_line=fixed["verification_line"],
+        worst=fixed["worst"],
+        not_applied=fixed["not_applied"][:3],
+        why=fixed["why"][:3],
+        outputs_lost=fixed["outputs_lost"],
+        beyond_bound_kept=fixed["beyond_bound_kept"],
     )
     return row
 
 
+def repair(path: Path, target: str, rules, max_steps: int, answers: bool = False) -> dict:
+    """One model, one target, in this process: the survey's own cell function (surgery.usecases.survey), as a
+    row. `rules`: the default rules (the cell loads them itself)."""
+    from surgery.usecases.survey import survey_cell
+
+    return row_of(survey_cell(str(path), target, "parse", True, None, max_steps, answers)["cell"], target)
+
+
 # the steps `fix` undoes because they break a promise, by the words it says them in (surgery.rulebook.engine)
 UNDONE = {"cut": "a cut, not a repair", "beyond bound": "beyond its bound", "not cured": "did not cure"}
+UNDONE_KINDS = {"cut": "cut", "beyond bound": "beyond-bound", "not cured": "did-not-cure"}  # StepRefused.kind
 
 
 def _flags(record: dict) -> bool:
@@ -154,8 +121,7 @@ def corpus_args(ap: argparse.ArgumentParser, targets: list[str]) -> None:
 
 def repair_record(rec: dict, target: str, rules, args) -> dict:
     """`repair` on one manifest record, answering questions from its test data unless --no-answers."""
-    path = CORPUS / rec["path"]
-    return repair(path, target, rules, args.max_steps, test_values(path) if args.answers else None)
+    return repair(CORPUS / rec["path"], target, rules, args.max_steps, args.answers)
 
 
 def corpus_records(args) -> list[dict]:
@@ -171,12 +137,17 @@ def corpus_records(args) -> list[dict]:
 
 
 def main() -> None:
-    from surgery.backends.probe import use_disk_cache
-    from surgery.rulebook import load_rules
+    """The corpus through `onnx-surgery survey --fix --depth parse` (one pipeline: its cells are cached, so a re-run
+    with nothing changed reads them back), then this bench's tables."""
+    from surgery.usecases.survey import SurveyRequest, survey
 
     ap = argparse.ArgumentParser()
     corpus_args(ap, TARGETS)
     ap.add_argument("--timeout", type=float, default=300, help="seconds per model and target")
+    ap.add_argument("--workers", type=int, default=1, help="cells at once")
+    ap.add_argument(
+        "--no-cache", action="store_true", help="compute every cell (the survey cache is not read)"
+    )
     ap.add_argument("--json", help="write every row here")
     ap.add_argument("--table", action="store_true", help="print the per-model table too")
     ap.add_argument("--from-json", help="print the tables of an earlier run's --json file, run nothing")
@@ -184,33 +155,41 @@ def main() -> None:
     if args.from_json:
         report(json.loads(Path(args.from_json).read_text()), args.table)
         return
-    use_disk_cache()
     records = corpus_records(args)
-    rules = load_rules()
-    signal.signal(signal.SIGALRM, _alarm)
+    request = SurveyRequest(
+        [str(CORPUS / rec["path"]) for rec in records],
+        list(args.targets),
+        fix=True,
+        depth="parse",
+        workers=args.workers,
+        timeout=args.timeout,
+        use_cache=not args.no_cache,
+        max_steps=args.max_steps,
+        answers=args.answers,
+    )
+    last = [0.0]
+
+    def progress(p) -> None:
+        if time.monotonic() - last[0] > 10 or p.done == p.total:
+            last[0] = time.monotonic()
+            print(f"  {p.line()}", flush=True)
+
+    result = survey(request, progress=progress)
+    cells = {m["path"]: m["targets"] for m in result.report["models"]}
     rows = []
-    t0 = time.perf_counter()
-    for k, rec in enumerate(records):
+    for rec in records:
+        done = cells[str((CORPUS / rec["path"]).resolve())]
         for target in args.targets:
-            start = time.perf_counter()
-            signal.setitimer(signal.ITIMER_REAL, args.timeout)
-            try:
-                row = repair_record(rec, target, rules, args)
-            except OutOfTime:
-                row = {"target": target, "before": "out of time", "error": f"over {args.timeout:.0f} s"}
-            except Exception as exc:  # a model this tool refuses: the row says so, the run goes on
-                row = {"target": target, "before": "error", "error": f"{type(exc).__name__}: {exc}"[:300]}
-            finally:
-                signal.setitimer(signal.ITIMER_REAL, 0)
+            cell = done[target]
+            row = row_of(cell, target)
             row.update(
                 model=rec["id"],
                 family=rec["family"],
                 split=rec["split"],
                 strings=_flags(rec),
-                seconds=round(time.perf_counter() - start, 2),
+                seconds=cell.get("seconds", 0.0),
             )
             rows.append(row)
-        print(f"  {k + 1}/{len(records)} models ({time.perf_counter() - t0:.0f} s)", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     report(rows, args.table)

@@ -90,7 +90,7 @@ class SurveyProgress:
         counts = ", ".join(
             f"{n} {o}" for o, n in sorted(self.counts.items(), key=lambda x: OUTCOMES.index(x[0]))
         )
-        slow = ", ".join(f"{name} [{t}] {s:.1f} s" for s, name, t in self.slowest[:3])
+        slow = ", ".join(f"{Path(name).name} [{t}] {s:.1f} s" for s, name, t in self.slowest[:3])
         return (
             f"[{self.done}/{self.total} cells] {counts or 'nothing yet'}; {self.cached} from the cache; "
             f"{self.elapsed:.0f} s" + (f"; slowest: {slow}" if slow else "")
