@@ -42,7 +42,7 @@ th { background: #f6f8fa; position: sticky; top: 0; z-index: 1; }
 #matrix th[aria-sort="ascending"]::after { content: " \\2191"; color: #1f2328; }
 #matrix th[aria-sort="descending"]::after { content: " \\2193"; color: #1f2328; }
 #matrix td.model { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 12px; max-width: 420px;
-  word-break: break-all; }
+  overflow-wrap: anywhere; }
 #matrix td.num { text-align: right; white-space: nowrap; }
 td.cell { min-width: 120px; max-width: 260px; }
 td.cell .o { font-weight: 600; white-space: nowrap; }
@@ -50,7 +50,7 @@ td.cell .why { font-size: 11px; color: #57606a; display: block; }
 .controls { display: flex; gap: 12px; align-items: center; margin: 8px 0; flex-wrap: wrap; }
 .controls input[type=search] { width: 280px; padding: 4px 6px; }
 .legend span { display: inline-block; padding: 1px 8px; border-radius: 4px; margin-right: 6px; font-size: 12px; }
-.reasons td { font-size: 13px; } .reasons td.words { max-width: 560px; word-break: break-word; }
+table.reasons { width: 100%; table-layout: fixed; } .reasons td { font-size: 13px; overflow-wrap: anywhere; }
 code { font-size: 12px; background: #f6f8fa; padding: 0 3px; border-radius: 3px; }
 """
 
@@ -301,7 +301,8 @@ def to_html(report: dict) -> str:
         out.append("<p>No target refuses any model.</p>")
     else:
         out.append(
-            "<table class='reasons'><thead><tr><th>models</th><th>the backend's words</th><th>code</th>"
+            "<table class='reasons'><colgroup><col style='width:64px'><col style='width:38%'><col style='width:13%'>"
+            "<col style='width:17%'><col style='width:11%'><col></colgroup><thead><tr><th>models</th><th>the backend's words</th><th>code</th>"
             "<th>op types</th><th>targets</th><th>rules that answer</th></tr></thead><tbody>"
         )
         for r in top:

@@ -157,7 +157,12 @@ def find_models(paths: list[str]) -> list[tuple[str, Path]]:
             raise SurveyInputError(f"{given}: no such file or folder")
     if not found:
         raise SurveyInputError(f"no .onnx model in {', '.join(paths)}")
-    return [(name, path) for path, name in found.items()]
+    # names given as absolute paths (a list of them): shown from the folder they share
+    absolute = [n for n in found.values() if os.path.isabs(n)]
+    common = os.path.commonpath([os.path.dirname(n) for n in absolute]) if absolute else ""
+    return [
+        (os.path.relpath(name, common) if os.path.isabs(name) else name, path) for path, name in found.items()
+    ]
 
 
 def cache_dir(request: SurveyRequest) -> Path:
