@@ -84,6 +84,26 @@ def show_message(m: Message, backend: str = "") -> None:
         st.caption(f"{m.level} at {m.stage.value}: {md_escape(m.explanation)}")
 
 
+def show_report_line(r: Report) -> None:
+    """The report's answer in one coloured line (while the inspector shows a node: the node's verdicts follow);
+    a refusal of the whole model says its first words."""
+    outcome = r.outcome
+    label = md_escape(r.label)
+    if outcome is Outcome.ACCEPTS:
+        line = f":green[:material/check_circle: **{label}** accepts the model]"
+    elif outcome is Outcome.REJECTS:
+        n = len(r.rejected)
+        what = f"{n} of {len(r.verdicts)} node(s)" if n else "the model"
+        line = f":red[:material/block: **{label}** rejects {what}]"
+        if not n and r.refusals:
+            line += f" — {md_escape(telling_line(r.refusals[0].words or r.refusals[0].explanation, 120))}"
+    elif outcome is Outcome.CANNOT_CONFIRM:
+        line = f":orange[:material/help: **{label}** cannot confirm {len(r.unknown)} node(s)]"
+    else:
+        line = f":gray[:material/power_off: **{label}** is not available here]"
+    st.markdown(line)
+
+
 def show_report_banner(r: Report, reasons: bool = True) -> None:
     """One line per report, the same answer the CLI gives; the reasons it is not 'accepts' (unless the page lists
     them itself: `reasons=False`, the Overview) folded beneath it, so that four targets take four lines."""

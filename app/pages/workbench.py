@@ -17,7 +17,14 @@ import sidebar  # noqa: E402
 import streamlit as st  # noqa: E402
 from graph_component import graph  # noqa: E402
 from onnx import helper  # noqa: E402
-from verdicts import inline_code, md_escape, show_report_banner, verdict_details, verdict_line  # noqa: E402
+from verdicts import (  # noqa: E402
+    inline_code,
+    md_escape,
+    show_report_banner,
+    show_report_line,
+    verdict_details,
+    verdict_line,
+)
 
 from surgery.view import (  # noqa: E402
     COLORS,
@@ -264,9 +271,9 @@ with left:
 
 with right, st.container(key="inspector-pane"):  # beside the graph, scrolling on its own (STYLE)
     checking = st.empty()
-    for r in reports:
-        show_report_banner(r)
     key = s.selected
+    for r in reports:  # with a node in the inspector, a line each: the node's own verdicts follow
+        (show_report_line if key and key in facts.index else show_report_banner)(r)
     if not key or key not in facts.index:
         st.subheader("Inspector")
         st.caption("Click a node in the graph, search for one, or use Next rejected.")
