@@ -88,3 +88,20 @@ def test_other_nodes_are_refused():
         to_ops(_model((1, 4), "Relu"), node="n")
     with pytest.raises(FixError, match="negSlope"):
         to_ops(_model((1, 4), "LReLU_TRT"), node="n")
+
+
+@pytest.mark.parametrize("bias", [None, [0.5, -0.25, 1.0, 0.0]])
+def test_gelu_plugin_is_the_kernels_tanh_approximation(bias):
+    attrs = "type_id = 0" + (f", bias = [{', '.join(map(str, bias))}]" if bias else "")
+    m = _model((3, 4), f"CustomGeluPluginDynamic <{attrs}>")
+    x = RNG.uniform(-6, 6, (3, 4)).astype(np.float32)
+    f = np.float32
+    a, b, c = f(0.5), f(0.7978845608028654), f(0.035677408136300125)  # geluKernel.cu @ v10.16
+    inp = x + np.asarray(bias, np.float32) if bias else x
+    kernel = inp * (a + a * np.tanh(inp * (c * inp * inp + b)))  # as the kernel reads, left to right
+    out = to_ops(m, node="n")
+    np.testing.assert_allclose(_run(out, x), kernel, rtol=2e-6, atol=1e-6)  # tanh's last bit may differ
+    exact_gelu = 0.5 * inp * (1 + np.tanh(np.sqrt(2 / np.pi) * (inp + 0.044715 * inp**3)))
+    np.testing.assert_allclose(_run(out, x), exact_gelu, rtol=1e-5, atol=1e-6)  # ONNX Gelu(approximate=tanh)
+    assert make("11.5").check(m).by_node()["n"].status is Status.REJECTED
+    assert make("11.5").check(out).accepted

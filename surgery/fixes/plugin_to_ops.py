@@ -9,6 +9,9 @@ compute the same thing (the plugin's CUDA kernel at NVIDIA/TensorRT tag v10.16, 
     (acrossSpatial 0) or over C, H, W (acrossSpatial 1); scale the one weight (channelShared 1) or one per
     channel. acrossSpatial 1 with per-channel weights is refused: that kernel divides by the weights
     (scalChannelKernel), which no other form does.
+  * CustomGeluPluginDynamic(type_id, bias?) -> the kernel's tanh approximation in its own order
+        (plugin/geluPlugin/geluKernel.cu: in = x (+ bias along the last axis); y = in * (A + A * tanh(in * (C * in
+    * in + B))), A = 0.5, B = sqrt(2/pi), C = 0.044715 * sqrt(2/pi), float32 constants)
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from surgery.fixes import FixError, Safety, register
 from surgery.fixes._util import copy_model, find_node, fresh_name, replace_node, used_names
 from surgery.graph import opset_of
 
-PLUGINS = ("LReLU_TRT", "Clip_TRT", "Normalize_TRT")
+PLUGINS = ("LReLU_TRT", "Clip_TRT", "Normalize_TRT", "CustomGeluPluginDynamic")
+GELU_A, GELU_B, GELU_C = 0.5, 0.7978845608028654, 0.035677408136300125  # geluKernel.cu @ v10.16
 
 
 def _attrs(node) -> dict:
@@ -58,8 +62,8 @@ def _float(attrs: dict, name: str, node: str) -> float:
 @register(
     "plugin_to_ops",
     safety=Safety.EXACT,
-    summary="Write a node of a standard TensorRT plugin that 11.0 removed (LReLU_TRT, Clip_TRT, Normalize_TRT) "
-    "as the ONNX ops that compute the same.",
+    summary="Write a node of a standard TensorRT plugin that 11.0 removed (LReLU_TRT, Clip_TRT, Normalize_TRT, "
+    "CustomGeluPluginDynamic) as the ONNX ops that compute the same.",
     params={"node": "node key (str) of the plugin node"},
 )
 def plugin_to_ops(model: ModelProto, node: str) -> ModelProto:
@@ -93,6 +97,8 @@ def plugin_to_ops(model: ModelProto, node: str) -> ModelProto:
             new = [helper.make_node("Clip", [x, const("min", lo), const("max", hi)], [y], name=name)]
         else:
             new = [helper.make_node("Clip", [x], [y], name=name, min=lo, max=hi)]
+    elif n.op_type == "CustomGeluPluginDynamic":
+        new = _gelu(a, x, y, name, const, tensor)
     else:
         new = _normalize(out, n, a, x, y, name, opset, const, tensor, node)
     replace_node(g, i, new)
@@ -138,5 +144,29 @@ def _normalize(model, n, a, x, y, name, opset, const, tensor, node):
         helper.make_node("Sqrt", [plus], [root], name=f"{name}/sqrt"),
         helper.make_node("Div", [x, root], [normed], name=f"{name}/div"),
         helper.make_node("Mul", [normed, const("scale", scale)], [y], name=name),
+    ]
+    return nodes
+
+
+def _gelu(a, x, y, name, const, tensor):
+    """in * (A + A * tanh(in * (C * in * in + B))), each product in the kernel's order (left to right)."""
+    nodes = []
+    src = x
+    bias = [float(b) for b in a.get("bias", [])]
+    if bias:  # geluBiasKernel: bias[it] over the last axis
+        src = tensor("biased")
+        nodes.append(helper.make_node("Add", [x, const("bias", bias)], [src], name=f"{name}/bias"))
+    c_in, c_in_in, inner, arg, th, a_th, cdf = (
+        tensor(s) for s in ("c_in", "c_in_in", "inner", "arg", "tanh", "a_tanh", "cdf")
+    )
+    nodes += [
+        helper.make_node("Mul", [const("C", GELU_C), src], [c_in], name=f"{name}/c_in"),
+        helper.make_node("Mul", [c_in, src], [c_in_in], name=f"{name}/c_in_in"),
+        helper.make_node("Add", [c_in_in, const("B", GELU_B)], [inner], name=f"{name}/plus_b"),
+        helper.make_node("Mul", [src, inner], [arg], name=f"{name}/arg"),
+        helper.make_node("Tanh", [arg], [th], name=f"{name}/tanh"),
+        helper.make_node("Mul", [const("A", GELU_A), th], [a_th], name=f"{name}/a_tanh"),
+        helper.make_node("Add", [const("A2", GELU_A), a_th], [cdf], name=f"{name}/cdf"),
+        helper.make_node("Mul", [src, cdf], [y], name=name),
     ]
     return nodes
