@@ -353,24 +353,10 @@ def to_sarif(report: dict) -> dict:
                 rule_id = r["code"] or "survey/rejects"
                 rules.setdefault(rule_id, _rule(rule_id))
                 results.append(_result(m, t, rule_id, "error", r["reason"], cell, r["op_types"], r["rules"]))
-    return {
-        "version": "2.1.0",
-        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
-        "runs": [
-            {
-                "tool": {
-                    "driver": {
-                        "name": "onnx-surgery",
-                        "version": report["tool"]["version"],
-                        "informationUri": "https://github.com/onnx/onnx",
-                        "rules": list(rules.values()),
-                    }
-                },
-                "artifacts": [{"location": {"uri": m["path"]}} for m in report["models"]],
-                "results": results,
-            }
-        ],
-    }
+    from surgery.sarif import sarif_log
+
+    paths = [m["path"] for m in report["models"]]
+    return sarif_log(list(rules.values()), results, paths, report["tool"]["version"])
 
 
 def _rule(rule_id: str) -> dict:

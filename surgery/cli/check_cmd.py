@@ -96,23 +96,9 @@ def _sarif(path: str, reports, suggestions: dict) -> dict:
                     },
                 }
             )
-    return {
-        "version": "2.1.0",
-        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
-        "runs": [
-            {
-                "tool": {
-                    "driver": {
-                        "name": "onnx-surgery",
-                        "informationUri": "https://github.com/onnx/onnx",
-                        "rules": list(rules.values()),
-                    }
-                },
-                "artifacts": [{"location": {"uri": path}}],
-                "results": results,
-            }
-        ],
-    }
+    from surgery.sarif import sarif_log
+
+    return sarif_log(list(rules.values()), results, [path])
 
 
 def _said(speaker: str, words: str, words_from: str, indent: str) -> list[str]:
