@@ -110,5 +110,7 @@ def test_app_command_passes_the_model_and_limits_to_streamlit(sample_dir):
     assert env["ONNX_SURGERY_START_MODEL"].endswith("ml_scaler.onnx")
     assert env["ONNX_SURGERY_MODELS_DIR"] == str(sample_dir.resolve())
     # 64 MiB is 67.1 MB: Streamlit's decimal browser check is given 68 MB, the app holds the exact bytes
-    assert cmd[cmd.index("--server.maxUploadSize") + 1] == "68" and cmd[cmd.index("--server.port") + 1] == "9999"
+    assert (
+        cmd[cmd.index("--server.maxUploadSize") + 1] == "68" and cmd[cmd.index("--server.port") + 1] == "9999"
+    )
     assert env["ONNX_SURGERY_UPLOAD_LIMIT"] == str(64 << 20)

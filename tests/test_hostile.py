@@ -718,7 +718,10 @@ def test_a_declared_input_too_big_to_generate_is_refused_not_drawn(tmp_path, cap
     )
     words = "input 'x' is 1x2000000000: 2,000,000,000 elements"
     _refused(capsys, ["quantize", str(huge), "-o", str(tmp_path / "q.onnx"), "--calib", "random:2"], words)
-    assert main(["build", str(huge), "--backend", "onnxruntime", "--out", str(tmp_path / "b"), "--runs", "1"]) == 0
+    assert (
+        main(["build", str(huge), "--backend", "onnxruntime", "--out", str(tmp_path / "b"), "--runs", "1"])
+        == 0
+    )
     assert "built, but not measured" in capsys.readouterr().out
 
 

@@ -189,7 +189,9 @@ def test_search_by_name_or_op_and_next_rejected_in_order():
     assert next_rejected({}, facts, None) is None
     amber = {**verdicts, "/stage1/block0/Relu": _verdict("/stage1/block0/Relu", Status.UNKNOWN)}
     amber["/stage0/block0/Relu"] = _verdict("/stage0/block0/Relu", Status.SUPPORTED)
-    assert next_rejected(amber, facts, "/stage0/block4/Add") == "/stage1/block0/Relu"  # cannot confirm: a stop
+    assert (
+        next_rejected(amber, facts, "/stage0/block4/Add") == "/stage1/block0/Relu"
+    )  # cannot confirm: a stop
     assert next_rejected(amber, facts, None) == "/stage0/block4/Add"  # a supported node is not
 
 
