@@ -226,3 +226,26 @@ def test_tvm_targets_this_cpu_and_a_second_tuned_build_reuses_the_database(tmp_p
     assert second.tuning["tasks_reused"] == t["tasks"]
     assert f"{t['tasks']} reused from {tmp_path / 'db'}, 0 new trial(s)" in second.log
     assert second.artifact and Path(second.artifact).stat().st_size == Path(first.artifact).stat().st_size
+
+
+def test_timing_stops_at_its_budget_after_a_few_runs_and_says_so():
+    import time
+
+    from surgery.build.measure import MIN_TIMED_RUNS, latency
+
+    slow = latency(lambda: time.sleep(0.05), runs=20, warmup=3, budget_s=0.2)
+    assert MIN_TIMED_RUNS <= slow["runs"] < 20 and slow["budget_s"] == 0.2
+    assert slow["median"] >= 50
+    exact = latency(lambda: time.sleep(0.005), runs=12, warmup=1, budget_s=None)
+    assert exact["runs"] == 12 and "budget_s" not in exact  # --runs N: N runs, whatever they take
+    fast = latency(lambda: None, runs=20, warmup=3, budget_s=5.0)
+    assert fast["runs"] == 20 and "budget_s" not in fast  # the budget never stops a fast engine early
+
+
+@pytest.mark.parametrize("flag", [["--time-budget", "0"], ["--time-budget", "nan"], ["--runs", "0"]])
+def test_a_timing_budget_or_run_count_that_makes_no_sense_is_refused(flag, sample_dir, tmp_path, capsys):
+    from surgery.cli import main
+
+    model = str(sample_dir / "healthy_cnn.onnx")
+    assert main(["build", model, "--backend", "onnxruntime", "--out", str(tmp_path / "b"), *flag]) == 2
+    assert "--time-budget above 0" in capsys.readouterr().err

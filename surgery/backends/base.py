@@ -284,8 +284,11 @@ class BuildOptions:
     workspace_mb: int | None = None
     timing_cache: str | None = None
     timeout_s: float = 600.0
-    runs: int = 20
+    runs: int = 20  # the most timed runs
     warmup: int = 3
+    # timing stops at this many seconds (after at least MIN_TIMED_RUNS): a slow engine is timed in seconds, not
+    # minutes (untuned TVM took 23 runs x 3.4 s); None: exactly `runs` runs, whatever they take
+    time_budget_s: float | None = 5.0
     out_dir: str | None = None
     measure: bool = True  # run the engine for latency and accuracy where this machine can (check: no)
     tune_trials: int = 0  # TVM: MetaSchedule trials (0: untuned); tuned tasks are reused from tune_dir

@@ -98,7 +98,7 @@ def measure_points(report, model: ModelProto, base_dir, options, prepare, opt_re
                 feeds, ref = reference(model, base_dir, shapes)
                 run_once = prepare(feeds)
                 got = run_once()
-                entry.update(latency(run_once, options.runs, options.warmup))
+                entry.update(latency(run_once, options.runs, options.warmup, options.time_budget_s))
             errors = [v["mean_rel"] for v in accuracy(ref, got).values()]
             entry["worst_mean_rel"] = max(errors) if errors else None
         except Exception as exc:  # e.g. an engine compiled for one shape: this point only is missing
@@ -135,7 +135,7 @@ def measure_into(report, model: ModelProto, base_dir, options, prepare) -> None:
         run_once = prepare(feeds)
         first, second = run_once(), run_once()
         report.accuracy = accuracy(ref, first)
-        report.latency_ms = latency(run_once, options.runs, options.warmup)
+        report.latency_ms = latency(run_once, options.runs, options.warmup, options.time_budget_s)
         changed = [n for n in first if n in second and not _same(first[n], second[n])]
         if changed:
             why = f"outputs {', '.join(changed)} change from run to run on the same inputs (random ops?)"
@@ -148,16 +148,35 @@ def measure_into(report, model: ModelProto, base_dir, options, prepare) -> None:
         measure_points(report, ref_model, base_dir, options, prepare, (ref, first))
 
 
-def latency(fn: Callable[[], object], runs: int, warmup: int) -> dict[str, float]:
-    """Median and p90 wall time of `fn` in milliseconds over `runs` calls after `warmup` calls."""
+MIN_TIMED_RUNS = 3  # a median and p90 of fewer say little
+
+
+def latency(
+    fn: Callable[[], object], runs: int, warmup: int, budget_s: float | None = None
+) -> dict[str, float]:
+    """Median and p90 wall time of `fn` in milliseconds over `runs` calls after `warmup` calls; with `budget_s`,
+    warm-up and timing stop once that many seconds have passed (after at least MIN_TIMED_RUNS timed calls, and
+    no more than `runs`). "runs": how many were timed; "budget_s" when the budget stopped them."""
+    start = time.perf_counter()
+
+    def spent() -> bool:
+        return budget_s is not None and time.perf_counter() - start >= budget_s
+
     for _ in range(max(warmup, 0)):
+        if spent():
+            break
         fn()
     times = []
-    for _ in range(max(runs, 1)):
+    for k in range(max(runs, 1)):
+        if k >= min(MIN_TIMED_RUNS, runs) and spent():
+            break
         t = time.perf_counter()
         fn()
         times.append((time.perf_counter() - t) * 1000)
-    return {"median": float(np.median(times)), "p90": float(np.percentile(times, 90)), "runs": len(times)}
+    out = {"median": float(np.median(times)), "p90": float(np.percentile(times, 90)), "runs": len(times)}
+    if len(times) < runs:
+        out["budget_s"] = float(budget_s)
+    return out
 
 
 def accuracy(ref: dict[str, np.ndarray], got: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:

@@ -68,7 +68,18 @@ def add_parser(sub):
     p.add_argument(
         "--out", default=None, metavar="DIR", help="folder for the artifacts (default: a temp folder)"
     )
-    p.add_argument("--runs", type=int, default=20, help="timed runs (after --warmup runs)")
+    p.add_argument(
+        "--runs",
+        type=int,
+        help="timed runs, after --warmup runs, whatever they take (default: up to 20 within --time-budget)",
+    )
+    p.add_argument(
+        "--time-budget",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="seconds of timing per engine when --runs is not given (at least 3 runs; default 5)",
+    )
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per build")
     p.add_argument("--json", action="store_true", help="print the reports as JSON")
@@ -192,6 +203,14 @@ def print_table(reports, out=None, model: str = "MODEL") -> None:
         pad = " " * 4
         if r.label:
             print(f"{pad}builder: {r.label}", file=out)
+        lat = r.latency_ms or {}
+        if "runs" in lat:
+            stop = (
+                f", stopped by the {lat['budget_s']:g} s budget (--runs N for exactly N)"
+                if "budget_s" in lat
+                else ""
+            )
+            print(f"{pad}timed: {lat['runs']} run(s){stop}", file=out)
         for name, acc in (r.accuracy or {}).items():
             print(f"{pad}accuracy {name}: {accuracy_line(acc)}", file=out)
         if (hint := precision_hint(r, model)) is not None:
@@ -233,8 +252,10 @@ def run(args) -> int:
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
-    if args.runs < 1 or args.warmup < 0:
-        print("error: --runs must be at least 1 and --warmup at least 0", file=sys.stderr)
+    if (args.runs is not None and args.runs < 1) or args.warmup < 0 or not args.time_budget > 0:
+        print(
+            "error: --runs must be at least 1, --warmup at least 0 and --time-budget above 0", file=sys.stderr
+        )
         return EXIT_BAD_INPUT
     if args.tune_trials < 0:
         print("error: --tune-trials must be 0 (untuned) or more", file=sys.stderr)
@@ -269,7 +290,8 @@ def run(args) -> int:
             workspace_mb=args.workspace_mb,
             timing_cache=args.timing_cache,
             out_dir=args.out,
-            runs=args.runs,
+            runs=args.runs or 20,
+            time_budget_s=None if args.runs else args.time_budget,
             warmup=args.warmup,
             timeout_s=args.timeout,
             tune_trials=args.tune_trials if backend == "tvm" else 0,
