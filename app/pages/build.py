@@ -40,7 +40,14 @@ for name, reason in why_not.items():
     st.caption(f"{inline_code(name)} cannot build here: {md_escape(reason)}")
 CALIBRATE = "INT8 (calibrate)"
 precision = c[1].selectbox("Precision", ["fp32", "fp16", "bf16", "int8", CALIBRATE], key="build_precision")
-runs = c[2].number_input("Timed runs", 1, 1000, 20, key="build_runs")
+runs = c[2].number_input(
+    "Timed runs (at most)",
+    1,
+    1000,
+    20,
+    key="build_runs",
+    help="timing stops after 5 s of it (at least 3 runs): a slow engine is timed in seconds, not minutes",
+)
 tune_trials = 0
 if "tvm" in backends:
     tune_trials = st.number_input(
@@ -212,6 +219,7 @@ rows = [
         "precision": r.precision,
         "median ms": r.latency_ms["median"],
         "p90 ms": r.latency_ms["p90"],
+        "timed runs": r.latency_ms.get("runs"),
         **(
             {"untuned median ms": r.tuning["untuned_ms"]["median"]}
             if (r.tuning or {}).get("untuned_ms")
