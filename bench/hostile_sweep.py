@@ -1,6 +1,6 @@
 """Hostile input on every command, as a user's shell runs it: each hostile model (garbage, a folder, a FIFO, a
 cycle, names that are not UTF-8, external data that lies, ...) through every command (inspect, check, fix,
-replay, split, reduce, quantize, build), plus the hostile arguments of tests/test_hostile.py (outputs that are
+replay, split, reduce, quantize, build, precision, upgrade, survey), plus the hostile arguments of tests/test_hostile.py (outputs that are
 the input or a hard link to it, recipes that are folders, FIFOs or /proc files, bombs, counts that make no
 sense). Every run is a fresh `python -m surgery` process with a private TMPDIR and a time limit.
 
@@ -57,6 +57,9 @@ COMMANDS = {
     "reduce": [["reduce", "{m}", "-t", "tensorrt-static@8.2", "-o", "{o}", "--time-limit", "30"]],
     "quantize": [["quantize", "{m}", "-o", "{o}", "--calib", "random:2"]],
     "build": [["build", "{m}", "--backend", "onnxruntime", "--out", "{d}", "--runs", "1", "--json"]],
+    "precision": [["precision", "{m}", "--fp16", "-o", "{o}", "--json"]],
+    "upgrade": [["upgrade", "{m}", "--from", "10.15", "--to", "11.5", "--fix", "-o", "{o}"]],
+    "survey": [["survey", "{m}", "-t", T, "-o", "{d}", "--no-cache", "--format", "json"]],
 }
 
 

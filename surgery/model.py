@@ -133,6 +133,16 @@ def decoded(value):
     return value
 
 
+def name_not_utf8(model: ModelProto) -> str | None:
+    """One line naming the first node whose name, op type or tensor names are not UTF-8 text (None when all are):
+    tools that read every name as text (onnxruntime's Python, its quantizer) cannot take such a model."""
+    for node in model.graph.node:
+        for name in (node.name, node.op_type, *node.input, *node.output):
+            if isinstance(name, bytes):
+                return f"the name '{decoded(name)}' (node '{decoded(node.name)}') is not UTF-8 text"
+    return None
+
+
 def jsonable(obj):
     """`obj` with every bytes value and key `decoded`, in dicts, lists and tuples at any depth."""
     if isinstance(obj, dict):

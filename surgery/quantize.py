@@ -101,18 +101,15 @@ def check_quantizable(model: ModelProto) -> None:
     with a cycle (its calibration run would fail on "the graph is not acyclic") or a name that is not UTF-8 (its
     Python reads every name as text)."""
     from surgery.graph import GraphFacts, cycle_nodes
-    from surgery.model import decoded
+    from surgery.model import name_not_utf8
 
     g = model.graph
     if not g.node:
         raise CalibrationError("the graph has no nodes: nothing to quantize")
-    for node in g.node:
-        for name in (node.name, node.op_type, *node.input, *node.output):
-            if isinstance(name, bytes):
-                raise CalibrationError(
-                    f"the name '{decoded(name)}' (node '{decoded(node.name)}') is not UTF-8 text; onnxruntime's "
-                    "quantizer reads every name as text. Note: rename it, then quantize"
-                )
+    if (bad := name_not_utf8(model)) is not None:
+        raise CalibrationError(
+            f"{bad}; onnxruntime's quantizer reads every name as text. Note: rename it, then quantize"
+        )
     facts = GraphFacts.of(model, infer=False)
     cyclic = cycle_nodes(facts)
     if cyclic:

@@ -727,3 +727,14 @@ def test_a_declared_input_too_big_to_generate_is_refused_not_drawn(tmp_path, cap
 
 def test_an_unknown_lesson_is_refused_before_the_server_starts(capsys):
     _refused(capsys, ["app", "--lesson", "nope"], "--lesson 'nope': no such lesson", "resize_scales_chain")
+
+
+def test_names_that_are_not_utf8_are_refused_by_precision_and_escaped_by_survey(tmp_path, capsys):
+    model = make_non_utf8_model(tmp_path)
+    _refused(capsys, ["precision", model, "--fp16", "-o", str(tmp_path / "p.onnx")], "is not UTF-8 text")
+    argv = ["survey", model, "-t", "tensorrt-static@10.15", "-o", str(tmp_path / "s"), "--no-cache"]
+    assert main([*argv, "--format", "json"]) in (0, 1)
+    report = json.loads(capsys.readouterr().out)
+    cell = report["models"][0]["targets"]["tensorrt-static@10.15"]
+    assert "OP\\xc3X" in cell["reasons"][0]["op_types"]  # the op type, its byte escaped
+    assert (tmp_path / "s" / "report.html").read_text().count("OP\\xc3X") >= 1

@@ -148,6 +148,10 @@ def search(
     started = time.perf_counter()
     if request.precision not in FORMATS:
         raise PrecisionInputError(f"precision must be one of {sorted(FORMATS)}, got {request.precision!r}")
+    from surgery.model import name_not_utf8
+
+    if (bad := name_not_utf8(model)) is not None:
+        raise PrecisionInputError(f"{bad}; onnxruntime, which runs the emulation, reads every name as text")
     if not (request.tolerance >= 0):
         raise PrecisionInputError(f"--tolerance must be 0 or more, got {request.tolerance}")
     if not model.graph.node:

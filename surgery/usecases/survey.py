@@ -453,7 +453,9 @@ def survey_cell(
     if fix and report.outcome is Outcome.REJECTS:
         given = test_values(Path(path)) if answers else None
         cell["fix"] = _fix_cell(model, report, target, rules, depth, max_steps, given)
-    return {"facts": facts, "cell": cell}
+    from surgery.model import jsonable
+
+    return jsonable({"facts": facts, "cell": cell})  # names that are not UTF-8 as \xNN escapes
 
 
 def survey_cell_for_test(path: str, target: str, *args, **kwargs) -> dict[str, Any]:
