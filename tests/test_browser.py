@@ -546,6 +546,7 @@ def test_a_rule_is_applied_to_all_its_matches_in_one_click(page, tmp_path):
     for node in ("resize5", "resize6", "resize7"):
         wait_color(page, node, GREEN)
     page.get_by_text("fold-resize-scales on 3 Resize nodes").first.wait_for()
+    page.get_by_text("✓ verified (exact, seed 0)").first.wait_for()  # the step's own numbers, in the history
     page.screenshot(path=str(tmp_path / "all_matches.png"))
 
 
