@@ -9,7 +9,7 @@ from onnx import ModelProto
 
 from surgery.fixes import FixError, get_fix
 from surgery.rulebook.matcher import Context, matched_any_input, matches
-from surgery.rulebook.schema import Rule, version_matches
+from surgery.rulebook.schema import Rule, applies_to
 from surgery.rulebook.tracer import explain
 from surgery.text import first_line
 from surgery.verify import VerifyReport
@@ -96,19 +96,6 @@ class Applied:
     def summary(self) -> str:
         checked = self.verification.summary() if self.verification else "not verified (verify=False)"
         return f"{self.proposal.rule.id} on {self.proposal.where()}: {checked}"
-
-
-def applies_to(rule: Rule, targets: list[str] | None) -> bool:
-    """A rule with no targets applies everywhere; else one target must match name and version spec.
-    'tensorrt-static@8.2' matches `tensorrt-static: "<=8.2"`; a bare name matches any version spec."""
-    if not targets or not rule.targets:
-        return True
-    for target in targets:
-        name, _, version = target.partition("@")
-        spec = rule.targets.get(name)
-        if spec is not None and (not version or version_matches(spec, version)):
-            return True
-    return False
 
 
 def _substitute(

@@ -402,6 +402,19 @@ def parse_spec(spec: str) -> list[tuple[str, tuple[int, ...]]]:
     return out
 
 
+def applies_to(rule: Rule, targets: list[str] | None) -> bool:
+    """A rule with no targets applies everywhere; else one target must match name and version spec.
+    'tensorrt-static@8.2' matches `tensorrt-static: "<=8.2"`; a bare name matches any version spec."""
+    if not targets or not rule.targets:
+        return True
+    for target in targets:
+        name, _, version = target.partition("@")
+        spec = rule.targets.get(name)
+        if spec is not None and (not version or version_matches(spec, version)):
+            return True
+    return False
+
+
 def version_matches(spec: str, version: str) -> bool:
     try:
         v = _version_tuple(version)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from onnx import ModelProto
 
 from surgery.rulebook.matcher import Context, explain_node
-from surgery.rulebook.schema import Rule
+from surgery.rulebook.schema import Rule, applies_to
 
 
 def explain(
@@ -18,7 +18,6 @@ def explain(
     """One line per condition: '✓ reason' where it holds, '✗ reason' where it does not. With `targets`, the
     first line says whether the rule is for one of them. The op check comes next; when the op differs, nothing
     else is evaluated (the other conditions would not mean anything)."""
-    from surgery.rulebook.engine import applies_to
 
     ctx = ctx or Context(model)
     head = []
@@ -71,7 +70,6 @@ def unrepaired(model: ModelProto, reports: list, rules: list[Rule]) -> list[tupl
     rules meant for that refusal (`answers`) and for that node's op type, condition by condition, or that one
     matches but its step was not taken (a cut, beyond its bound, did not cure, ...); or that no rule answers it. Shared by `fix` and bench/repair_rate.py."""
     from surgery.backends.base import Status
-    from surgery.rulebook.engine import applies_to
 
     ctx = Context(model)
     out, seen = [], set()
