@@ -1039,7 +1039,7 @@ def backends_here():
 
 def buildable() -> tuple[list[str], dict[str, str]]:
     """Backends with a builder that work here, and why the others do not."""
-    from surgery.build import BUILDERS
+    from surgery.builders import BUILDERS
 
     ok, why = [], {}
     for bid, _label, _version, avail in backends_here():

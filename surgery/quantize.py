@@ -541,9 +541,9 @@ def strip_qdq(model: ModelProto) -> tuple[ModelProto, bool]:
 
 def compare(original: ModelProto, quantized: ModelProto, calib: Calibration, samples: int = COMPARE_SAMPLES):
     """INT8 against float32 on the first `samples` calibration samples, in onnxruntime: per output the max abs
-    error and the relative error distribution over every element of every sample (surgery.build.measure's
+    error and the relative error distribution over every element of every sample (surgery.builders.measure's
     `accuracy`, surgery.verify's definitions). Returns (output -> numbers, samples used)."""
-    from surgery.build.measure import accuracy
+    from surgery.builders.measure import accuracy
     from surgery.ort import make_session
 
     n = min(samples, len(calib))

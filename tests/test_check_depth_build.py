@@ -7,7 +7,7 @@ import importlib.util
 import pytest
 
 from surgery.backends.base import BuildOptions, Outcome
-from surgery.build import build_model
+from surgery.builders import build_model
 from surgery.diagnose import check_one, clear_cache
 from surgery.samples import SAMPLES, build
 

@@ -14,7 +14,7 @@ from onnx import helper
 from onnx.reference import ReferenceEvaluator
 from precision_models import layernorm, residual_stack, softmax
 
-from surgery.build.precision import lower_precision
+from surgery.builders.precision import lower_precision
 from surgery.cli import main
 from surgery.emulate import Emulator
 from surgery.fixes import get_fix

@@ -15,7 +15,7 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from surgery.build.measure import accuracy
+from surgery.builders.measure import accuracy
 from surgery.cli import main
 from surgery.fixes import FixError
 from surgery.model import fingerprint
@@ -88,7 +88,7 @@ def test_the_float32_original_is_the_model_without_its_qdq_pairs():
 )
 def test_tensorrt_rtx_parses_and_builds_the_qdq_model_strongly_typed():
     from surgery.backends.base import BuildOptions
-    from surgery.build import build_model
+    from surgery.builders import build_model
 
     q = quantize(build("healthy_cnn"), "random:8", per_channel=True)
     report = build_model("tensorrt", q, BuildOptions(precision="int8", timeout_s=300))

@@ -324,7 +324,7 @@ Progress = Callable[[float, str], None]  # fraction 0..1, message
 
 
 class BuildsWithSurgeryBuild:
-    """Mixin for backends whose builds live in surgery.build (one module per backend there)."""
+    """Mixin for backends whose builds live in surgery.builders (one module per backend there)."""
 
     id: str
     default_depth = Stage.PARSE
@@ -337,7 +337,7 @@ class BuildsWithSurgeryBuild:
         progress: Progress | None = None,
         base_dir: str | None = None,
     ) -> BuildReport:
-        from surgery.build import build_model
+        from surgery.builders import build_model
 
         return build_model(self.id, model, options, progress, base_dir)
 
@@ -347,7 +347,9 @@ class Backend(Protocol):
     label: str
     version: str
     default_depth: Stage  # how far `check` goes unless told: parse, or build where building is the check
-    builds_in_check: bool  # whether `check --depth build` builds through surgery.build (else check does it)
+    builds_in_check: (
+        bool  # whether `check --depth build` builds through surgery.builders (else check does it)
+    )
     # whether its check reads every weight into the calling process (onnxruntime's session creation): a server
     # runs such checks in a worker process (diagnose.check_one(in_worker=True))
     reads_weights: bool

@@ -84,7 +84,7 @@ def _tvm(model: ModelProto, base_dir) -> Runner:
     from tvm import relax
     from tvm.relax.frontend.onnx import from_onnx
 
-    from surgery.build.tvm import _outputs, _with_weights
+    from surgery.builders.tvm import _outputs, _with_weights
 
     ex = tvm.compile(from_onnx(_with_weights(model, base_dir)), target="llvm")
     vm = relax.VirtualMachine(ex, tvm.cpu())

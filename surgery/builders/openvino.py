@@ -14,7 +14,7 @@ from onnx import ModelProto
 
 from surgery.backends.base import BuildOptions, BuildReport
 from surgery.backends.isolate import report_progress
-from surgery.build.measure import measure_into
+from surgery.builders.measure import measure_into
 from surgery.model import private_copy
 
 HINTS = {"fp32": "f32", "fp16": "f16", "bf16": "bf16"}

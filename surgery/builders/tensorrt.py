@@ -1,7 +1,7 @@
 """TensorRT build (full TensorRT with a GPU, or TensorRT-RTX ahead of time without one; one code path):
 optimization profiles for dynamic inputs, a reusable timing cache, a workspace limit, precision (builder flags
 on TensorRT 10; the graph's own types on strongly typed TensorRT 11 / TensorRT-RTX), progress through
-TensorRT's IProgressMonitor. Runs inside an isolated worker (surgery.build.build_model)."""
+TensorRT's IProgressMonitor. Runs inside an isolated worker (surgery.builders.build_model)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from onnx import ModelProto
 from surgery.backends.base import BuildOptions, BuildReport, error_line
 from surgery.backends.isolate import report_progress
 from surgery.backends.tensorrt_worker import clean_words, import_trt
-from surgery.build import named_node
+from surgery.builders import named_node
 
 PARSE_END, BUILD_START, BUILD_END = 0.1, 0.15, 0.9
 QDQ = {"QuantizeLinear", "DequantizeLinear"}
@@ -121,7 +121,7 @@ def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
         )
 
     if options.precision in ("fp16", "bf16") and strongly_typed:
-        from surgery.build.precision import lower_precision
+        from surgery.builders.precision import lower_precision
 
         model = lower_precision(model, options.precision, base_dir)
         notes.append(
@@ -258,7 +258,7 @@ def _run_engine(engine: bytes, model: ModelProto, options: BuildOptions, base_di
     plumbing). Inputs use each profile's opt shape."""
     from polygraphy.backend.trt import EngineFromBytes, TrtRunner
 
-    from surgery.build.measure import measure_into
+    from surgery.builders.measure import measure_into
 
     with TrtRunner(EngineFromBytes(engine)) as runner:
         measure_into(report, model, base_dir, options, lambda feeds: lambda: dict(runner.infer(feeds)))

@@ -11,7 +11,7 @@ from onnx import ModelProto
 
 from surgery.backends.base import BuildOptions, BuildReport, first_line
 from surgery.backends.isolate import report_progress
-from surgery.build.measure import measure_into
+from surgery.builders.measure import measure_into
 
 
 def _optimized_summary(model: ModelProto, artifact: Path) -> str:
@@ -39,7 +39,7 @@ def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
     label = f"onnxruntime {ort.__version__}"
     original, note = model, ""
     if options.precision in ("fp16", "bf16"):
-        from surgery.build.precision import lower_precision
+        from surgery.builders.precision import lower_precision
 
         model = lower_precision(model, options.precision, base_dir)
         note = (
