@@ -94,6 +94,21 @@ VENVS = {
             "onnxscript==0.7.2",
         ],
     },
+    # issue 28: torch's CPU wheel at the version the issue names, onnxruntime-genai's model builder. Its own
+    # folder beside the corpus (CACHE/../venv-llm, i.e. ~/.cache/onnx-surgery/venv-llm by default).
+    "llm": {
+        "script": "export_llm.py",
+        "dir": CACHE.parent / "venv-llm",
+        "pins": [
+            "numpy==2.4.6",
+            "torch==2.13.0",
+            "transformers==5.18.0",
+            "onnx==1.23.2",
+            "onnxruntime==1.32.0",
+            "onnxscript==0.7.2",
+            "onnxruntime-genai==0.18.0",
+        ],
+    },
 }
 
 FAMILIES = {
@@ -102,6 +117,7 @@ FAMILIES = {
     "ml": {"sklearn", "lightgbm", "xgboost"},
     "torch": {"classification", "segmentation", "detection", "transformer", "quantized", "custom-op"},
     "onnx-tests": {"node-test", "model-zoo"},
+    "llm": {"llm"},
 }
 
 # Ops whose outputs (or inputs) are sequences, maps or optionals.
@@ -285,10 +301,14 @@ def from_onnx_tests(families: set[str] | None) -> list[dict]:
     return out
 
 
+def _venv_dir(name: str) -> Path:
+    return VENVS[name].get("dir", CACHE / "venvs" / name)
+
+
 def ensure_venv(name: str) -> Path:
     """Create CACHE/venvs/NAME with the pinned packages once; return its python."""
     pins = VENVS[name]["pins"]
-    venv = CACHE / "venvs" / name
+    venv = _venv_dir(name)
     python = venv / "bin" / "python"
     marker = venv / "pins.json"
     if python.exists() and marker.exists() and json.loads(marker.read_text()) == pins:
@@ -330,6 +350,7 @@ SOURCES = {
     "ml": lambda fams: from_venv("ml", fams),
     "torch": lambda fams: from_venv("torch", fams),
     "onnx-tests": from_onnx_tests,
+    "llm": lambda fams: from_venv("llm", fams),
 }
 
 
@@ -507,9 +528,9 @@ def main(argv: list[str] | None = None) -> int:
         "split_rule": f"holdout if int(sha1(id + ':{SPLIT_SALT}'), 16) % 3 == 0 else tune",
         "checked_with": {"python": sys.version.split()[0], "onnx": onnx.__version__},
         "environments": {
-            n: (CACHE / "venvs" / n / "freeze.txt").read_text().split()
+            n: (_venv_dir(n) / "freeze.txt").read_text().split()
             for n in VENVS
-            if (CACHE / "venvs" / n / "freeze.txt").exists()
+            if (_venv_dir(n) / "freeze.txt").exists()
         },
         "models": sorted(models, key=lambda r: r["id"]),
         "rejected_files": sorted(rejected, key=lambda r: r["id"]),
@@ -533,6 +554,8 @@ def _source_of(record: dict) -> str:
         return "onnx-tests"
     if s.startswith("pypi:"):
         return "pypi"
+    if record.get("family") == "llm":
+        return "llm"
     return "torch" if s.startswith(("export:torch", "quantize:", "optimize:")) else "ml"
 
 
