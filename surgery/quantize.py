@@ -543,8 +543,8 @@ def compare(original: ModelProto, quantized: ModelProto, calib: Calibration, sam
     """INT8 against float32 on the first `samples` calibration samples, in onnxruntime: per output the max abs
     error and the relative error distribution over every element of every sample (surgery.builders.measure's
     `accuracy`, surgery.verify's definitions). Returns (output -> numbers, samples used)."""
-    from surgery.builders.measure import accuracy
     from surgery.ort import make_session
+    from surgery.verify import accuracy
 
     n = min(samples, len(calib))
     ref_sess, q_sess = make_session(original), make_session(quantized)

@@ -577,3 +577,22 @@ def _fed_by_inputs(model: ModelProto) -> set[str]:
         if any(x in fed for x in all_inputs(node)):
             fed.update(o for o in node.output if o)
     return fed
+
+
+def accuracy(ref: dict[str, np.ndarray], got: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
+    """Per output: max abs error and the relative error distribution (mean_rel, p99_rel, max_rel) of `got`
+    against `ref`. An output the engine did not return is left out; a shape mismatch is reported as an infinite
+    error rather than hidden."""
+    out = {}
+    for name, a in ref.items():
+        if name not in got:
+            continue
+        b = np.asarray(got[name])
+        if b.shape != a.shape:
+            if b.size != a.size:
+                inf = float("inf")
+                out[name] = {"max_abs": inf, "mean_rel": inf, "p99_rel": inf, "max_rel": inf}
+                continue
+            b = b.reshape(a.shape)
+        out[name] = {"max_abs": max_abs_error(a, b), **relative_error_distribution(a, b)}
+    return out

@@ -15,13 +15,13 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from surgery.builders.measure import accuracy
 from surgery.cli import main
 from surgery.fixes import FixError
 from surgery.model import fingerprint
 from surgery.ort import run, seeded_inputs
 from surgery.quantize import QDQ_OPS, has_qdq, quantize, strip_qdq
 from surgery.samples import build
+from surgery.verify import accuracy
 from surgery.workspace import Workspace
 
 HAVE_RTX = importlib.util.find_spec("tensorrt_rtx") is not None

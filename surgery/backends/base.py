@@ -323,25 +323,6 @@ class BuildReport:
 Progress = Callable[[float, str], None]  # fraction 0..1, message
 
 
-class BuildsWithSurgeryBuild:
-    """Mixin for backends whose builds live in surgery.builders (one module per backend there)."""
-
-    id: str
-    default_depth = Stage.PARSE
-    builds_in_check = True
-
-    def build(
-        self,
-        model: ModelProto,
-        options: BuildOptions,
-        progress: Progress | None = None,
-        base_dir: str | None = None,
-    ) -> BuildReport:
-        from surgery.builders import build_model
-
-        return build_model(self.id, model, options, progress, base_dir)
-
-
 class Backend(Protocol):
     id: str
     label: str

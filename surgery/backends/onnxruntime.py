@@ -14,7 +14,6 @@ from onnx import ModelProto
 
 from surgery.backends.base import (
     Availability,
-    BuildsWithSurgeryBuild,
     Evidence,
     Message,
     Report,
@@ -24,6 +23,7 @@ from surgery.backends.base import (
     first_line,
 )
 from surgery.backends.probe import judge, probe_nodes
+from surgery.builders import BuiltHere
 from surgery.graph import GraphFacts, opset_of
 
 
@@ -68,7 +68,7 @@ def _words(exc: Exception) -> str:
     return first_line(str(exc), 500) or type(exc).__name__
 
 
-class OnnxRuntimeBackend(BuildsWithSurgeryBuild):
+class OnnxRuntimeBackend(BuiltHere):
     """Session creation is onnxruntime's parse and build in one step: the check is at stage build."""
 
     id = "onnxruntime"

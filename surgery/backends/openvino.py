@@ -11,7 +11,6 @@ from onnx import ModelProto
 
 from surgery.backends.base import (
     Availability,
-    BuildsWithSurgeryBuild,
     Evidence,
     Message,
     Report,
@@ -22,6 +21,7 @@ from surgery.backends.base import (
     package_version,
 )
 from surgery.backends.isolate import call_isolated
+from surgery.builders import BuiltHere
 from surgery.graph import node_keys
 from surgery.model import private_copy
 
@@ -77,7 +77,7 @@ def _summary(error: str) -> str:
     return (m.group(1) if m else error).strip()[:2000]
 
 
-class OpenVINOBackend(BuildsWithSurgeryBuild):
+class OpenVINOBackend(BuiltHere):
     id = "openvino"
 
     def __init__(self):

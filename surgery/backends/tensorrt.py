@@ -12,7 +12,6 @@ from onnx import ModelProto
 from surgery.backends.base import (
     LIVE,
     Availability,
-    BuildsWithSurgeryBuild,
     Evidence,
     Message,
     Report,
@@ -22,6 +21,7 @@ from surgery.backends.base import (
     package_version,
 )
 from surgery.backends.isolate import BackendCrash, call_isolated
+from surgery.builders import BuiltHere
 from surgery.graph import node_keys
 
 TIMEOUT_S = 300.0
@@ -75,7 +75,7 @@ def _explain(model: ModelProto, report: Report, got_funcs: dict[int, str], versi
 NOT_REACHED = "not reached"  # how tensorrt_worker explains a node the parser never got to
 
 
-class TensorRTBackend(BuildsWithSurgeryBuild):
+class TensorRTBackend(BuiltHere):
     id = "tensorrt"
 
     def __init__(self):

@@ -17,7 +17,6 @@ from onnx import ModelProto
 
 from surgery.backends.base import (
     Availability,
-    BuildsWithSurgeryBuild,
     Evidence,
     Message,
     Report,
@@ -30,6 +29,7 @@ from surgery.backends.base import (
 )
 from surgery.backends.isolate import BackendCrash, call_isolated
 from surgery.backends.probe import judge, probe_nodes
+from surgery.builders import BuiltHere
 from surgery.graph import GraphFacts
 
 TIMEOUT_S = 300.0
@@ -95,7 +95,7 @@ def foreign(node) -> bool:
     return node.op_type not in CONTRIB.get(domain, ())
 
 
-class TVMBackend(BuildsWithSurgeryBuild):
+class TVMBackend(BuiltHere):
     id = "tvm"
 
     def __init__(self):

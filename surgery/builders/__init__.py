@@ -13,7 +13,7 @@ from pathlib import Path
 
 from onnx import ModelProto
 
-from surgery.backends.base import BuildOptions, BuildReport, Progress
+from surgery.backends.base import BuildOptions, BuildReport, Progress, Stage
 from surgery.backends.isolate import BackendCrash, call_isolated
 
 BUILDERS = {
@@ -204,3 +204,20 @@ def build_ladder(
             report.note = f"{why}; {report.note}" if report.note else why
         reports.append(report)
     return reports
+
+
+class BuiltHere:
+    """Mixin for backends whose builds live in surgery.builders (one module per backend here)."""
+
+    id: str
+    default_depth = Stage.PARSE
+    builds_in_check = True
+
+    def build(
+        self,
+        model: ModelProto,
+        options: BuildOptions,
+        progress: Progress | None = None,
+        base_dir: str | None = None,
+    ) -> BuildReport:
+        return build_model(self.id, model, options, progress, base_dir)

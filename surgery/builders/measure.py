@@ -13,7 +13,7 @@ import numpy as np
 from onnx import ModelProto
 
 from surgery.text import error_line
-from surgery.verify import max_abs_error, relative_error_distribution
+from surgery.verify import accuracy
 
 SEED = 0
 
@@ -176,23 +176,4 @@ def latency(
     out = {"median": float(np.median(times)), "p90": float(np.percentile(times, 90)), "runs": len(times)}
     if len(times) < runs:
         out["budget_s"] = float(budget_s)
-    return out
-
-
-def accuracy(ref: dict[str, np.ndarray], got: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
-    """Per output: max abs error and the relative error distribution (mean_rel, p99_rel, max_rel) of `got`
-    against `ref`. An output the engine did not return is left out; a shape mismatch is reported as an infinite
-    error rather than hidden."""
-    out = {}
-    for name, a in ref.items():
-        if name not in got:
-            continue
-        b = np.asarray(got[name])
-        if b.shape != a.shape:
-            if b.size != a.size:
-                inf = float("inf")
-                out[name] = {"max_abs": inf, "mean_rel": inf, "p99_rel": inf, "max_rel": inf}
-                continue
-            b = b.reshape(a.shape)
-        out[name] = {"max_abs": max_abs_error(a, b), **relative_error_distribution(a, b)}
     return out
