@@ -383,12 +383,42 @@ def _type_flags(tp) -> tuple[bool, bool]:
     return False, False
 
 
+# onnxruntime's contrib ops that it registers in the ai.onnx domain (onnxruntime
+# onnxruntime/core/graph/contrib_ops/contrib_defs.cc @ v1.22.0, kOnnxDomain): onnxruntime-genai's builder writes
+# SimplifiedLayerNormalization there, which onnx's checker does not know.
+ORT_AI_ONNX_OPS = {"SimplifiedLayerNormalization"}
+
+
+def _check(model) -> list[str]:
+    """onnx.checker.check_model; a model whose only unknown ops are onnxruntime's ai.onnx-domain contrib ops is
+    checked with those nodes moved to com.microsoft (a copy; the checker does not look into that domain), and
+    the ops are returned."""
+    import onnx
+
+    try:
+        onnx.checker.check_model(model)
+        return []
+    except onnx.checker.ValidationError as e:
+        ops = sorted({n.op_type for n in model.graph.node if not n.domain and n.op_type in ORT_AI_ONNX_OPS})
+        if not ops or "No Op registered for" not in str(e):
+            raise
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for n in copy.graph.node:
+        if not n.domain and n.op_type in ops:
+            n.domain = "com.microsoft"
+    if not any(o.domain == "com.microsoft" for o in copy.opset_import):
+        copy.opset_import.append(onnx.helper.make_opsetid("com.microsoft", 1))
+    onnx.checker.check_model(copy)
+    return ops
+
+
 def facts(path: Path) -> dict:
     """What the manifest says about one model. Raises if onnx cannot load or check it."""
     import onnx
 
     model = onnx.load(str(path), load_external_data=False)
-    onnx.checker.check_model(model)
+    ort_ops = _check(model)
     graphs = list(_graphs(model.graph))
     for f in model.functions:
         graphs.append(f)
@@ -429,7 +459,7 @@ def facts(path: Path) -> dict:
         "has_strings": strings,
         "has_sequences_or_optionals": seqs,
         "has_local_functions": len(model.functions) > 0,
-    }
+    } | ({"onnxruntime_ai_onnx_ops": ort_ops} if ort_ops else {})
 
 
 # --- main -------------------------------------------------------------------------------------------------
