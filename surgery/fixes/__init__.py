@@ -60,6 +60,7 @@ _MODULES = [
     "inline_functions",
     "deform_conv",
     "decompose_detection",
+    "decompose_llm",
     "pin_input",
     "quantized",
     "quantize",
