@@ -93,3 +93,23 @@ def test_every_view_names_the_same_speaker():
         "onnxruntime 1.32.0 (CPU)", v, "onnxruntime"
     )
     assert "— builder says: “Fatal error: Foo”" in verdict_line("some backend", v)
+
+
+# TensorRT-RTX 1.7.1.116's parser on a dynamo (opset 23) export of a Llama with a dynamic batch (issue 28),
+# as `onnx-surgery check -t tensorrt` printed it
+ROTARY_WORDS = (
+    "Invalid Node - node_RotaryEmbedding_547\n"
+    "ITensor::getDimensions: Error Code 3: API Usage Error (node_RotaryEmbedding_547: cosCache has batch size 1 "
+    "but must have the same batch size as input which is -1 In operator() at "
+    "/_src/optimizer/api/layers/rotaryEmbeddingLayer.cpp:130)"
+)
+
+
+def test_the_rotary_embedding_refusal_is_summed_up_by_its_reason():
+    v = _verdict(ROTARY_WORDS)
+    assert "cosCache has batch size 1 but must have the same batch size as input which is -1" in v.reason()
+    assert not v.reason().startswith("Invalid Node")
+    assert v.words == ROTARY_WORDS  # the whole words stay verbatim
+    report = Report("tensorrt", "TensorRT-RTX", "x", [v])
+    assert any("cosCache has batch size 1" in line for line in report.reasons()), report.reasons()
+    assert "cosCache has batch size 1" in verdict_line("TensorRT-RTX", v)
