@@ -41,7 +41,7 @@ def sample(limit: int, families: list[str] | None, max_mb: float) -> list[Path]:
 
 
 def run(label: str, request, rows: list) -> dict:
-    from surgery.backends.isolate import shutdown
+    from surgery.isolate import shutdown
     from surgery.usecases.survey import survey
 
     shutdown()  # every run starts its children afresh (their imports are part of the cost)

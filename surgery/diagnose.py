@@ -28,8 +28,8 @@ from surgery.backends.base import (
     Verdict,
     error_line,
 )
-from surgery.backends.isolate import BackendCrash
 from surgery.graph import node_keys
+from surgery.isolate import BackendCrash
 from surgery.model import fingerprint
 
 MAX_CACHED_REPORTS = 256
@@ -43,7 +43,7 @@ WORKER_TIMEOUT_S = 1800.0
 def _check_in_worker(
     model: ModelProto, target: str, base_dir: str | None, depth: Stage, path: str | None = None
 ) -> Report:
-    from surgery.backends.isolate import BACKGROUND_NICE, call_isolated
+    from surgery.isolate import BACKGROUND_NICE, call_isolated
 
     return call_isolated(
         "surgery.diagnose:checked_here",

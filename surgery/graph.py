@@ -755,12 +755,12 @@ def typed_values(light: bytes | str) -> tuple[bytes, str | None]:
 
 
 def infer_in_worker(facts: GraphFacts, timeout: float = 600.0, path: str | None = None) -> GraphFacts:
-    """`facts` with inferred shapes, inference run in a worker process (surgery.backends.isolate) of low CPU
+    """`facts` with inferred shapes, inference run in a worker process (surgery.isolate) of low CPU
     priority: onnx's inference holds the GIL for its whole run (~1 s at 100k nodes), which would stall a server's
     other threads, and on 2 cores it would take the CPU the page's reruns and the browser's drawing need.
     `path`: the file `facts.model` was read from, unedited (the worker reads it: nothing to copy here). The
     result is remembered as `GraphFacts.of(facts.model)`'s answer."""
-    from surgery.backends.isolate import BACKGROUND_NICE, BackendCrash, call_isolated
+    from surgery.isolate import BACKGROUND_NICE, BackendCrash, call_isolated
 
     try:
         source = path if path else light_copy(facts.model).SerializeToString()

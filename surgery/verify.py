@@ -205,7 +205,7 @@ RUN_IN_WORKER = "surgery.ort:run_serialized"
 def _run(model: ModelProto, feeds, base_dir):
     """The model's outputs, computed by onnxruntime in an isolated worker: random inputs can crash a kernel
     (an integer division by a zero input is SIGFPE), and a crash must not take the CLI or the app with it."""
-    from surgery.backends.isolate import BackendCrash, call_isolated
+    from surgery.isolate import BackendCrash, call_isolated
 
     try:
         return call_isolated(

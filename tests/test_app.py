@@ -188,7 +188,7 @@ def test_a_model_with_heavy_weights_is_checked_by_onnxruntime_in_a_worker(tmp_pa
         raise AssertionError("checked in the server")
 
     monkeypatch.setattr(OnnxRuntimeBackend, "check", not_here)
-    from surgery.backends import isolate
+    from surgery import isolate
 
     sent, real = [], isolate.call_isolated
 

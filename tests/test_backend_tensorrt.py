@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from surgery.backends import get_backend
 from surgery.backends.base import Status, is_live, where_said
-from surgery.backends.isolate import BackendCrash
+from surgery.isolate import BackendCrash
 from surgery.samples import build
 
 pytestmark = pytest.mark.skipif(

@@ -13,8 +13,8 @@ from onnx import TensorProto, helper
 
 from surgery.backends import UnknownBackend, get_backend, list_backends, register
 from surgery.backends.base import Availability, Report, Status
-from surgery.backends.isolate import BackendCrash, call_isolated
 from surgery.diagnose import check_one, clear_cache
+from surgery.isolate import BackendCrash, call_isolated
 from surgery.samples import build
 
 CPU = [b for b in ("onnxruntime", "openvino", "tvm") if importlib.util.find_spec(b) is not None]
@@ -151,7 +151,7 @@ def test_agreement_on_a_wider_slice_of_node_tests(backend):
 
 def test_isolated_calls_survive_crashes_timeouts_and_exceptions():
     with pytest.raises(BackendCrash, match=r"^backend crashed: signal 11 \(SIGSEGV\)$"):
-        call_isolated("surgery.backends.isolate:crash_for_test", signal.SIGSEGV)
+        call_isolated("surgery.isolate:crash_for_test", signal.SIGSEGV)
     with pytest.raises(BackendCrash, match=r"^backend timed out after 0.5 s$"):
         call_isolated("time:sleep", 5, timeout=0.5)
     with pytest.raises(BackendCrash, match="^ZeroDivisionError: division by zero$"):
@@ -172,7 +172,7 @@ def test_isolated_calls_at_low_priority_run_in_a_worker_of_their_own():
 def test_isolated_calls_forward_progress():
     seen = []
     call_isolated(
-        "surgery.backends.isolate:report_progress", 0.5, "half way", progress=lambda f, m: seen.append((f, m))
+        "surgery.isolate:report_progress", 0.5, "half way", progress=lambda f, m: seen.append((f, m))
     )
     assert seen == [(0.5, "half way")]
 
@@ -188,7 +188,7 @@ class _Crashing:
         return Availability(True, "always")
 
     def check(self, model, base_dir=None, depth=None) -> Report:
-        call_isolated("surgery.backends.isolate:crash_for_test", signal.SIGSEGV, timeout=30)
+        call_isolated("surgery.isolate:crash_for_test", signal.SIGSEGV, timeout=30)
         raise AssertionError("unreachable")
 
 

@@ -114,3 +114,21 @@ def test_app_command_passes_the_model_and_limits_to_streamlit(sample_dir):
         cmd[cmd.index("--server.maxUploadSize") + 1] == "68" and cmd[cmd.index("--server.port") + 1] == "9999"
     )
     assert env["ONNX_SURGERY_UPLOAD_LIMIT"] == str(64 << 20)
+
+
+def test_the_house_has_no_circle_and_every_arrow_points_down():
+    """scripts/imports.py (the README's import graph): read with ast, no module of surgery/ imports one that
+    imports it back, however far round; a new circle fails here, naming its modules."""
+    import importlib.util
+
+    from surgery.resources import IMPORT_ROOT
+
+    spec = importlib.util.spec_from_file_location("imports", IMPORT_ROOT / "scripts" / "imports.py")
+    imports = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(imports)
+    g = imports.graph(IMPORT_ROOT)
+    assert "surgery.isolate" in g["surgery.graph"]  # imports inside functions count too
+    assert imports.circles(g) == []
+    level = imports.floors(g)
+    assert all(level[t] < level[m] for m, ts in g.items() for t in ts)
+    assert imports.circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [["a", "b", "c"]]

@@ -247,10 +247,10 @@ def test_checks_and_builds_write_nothing_beside_the_model(tmp_path):
 def test_a_dead_worker_leaves_no_temporary_files():
     import glob
 
-    from surgery.backends.isolate import BackendCrash, call_isolated
+    from surgery.isolate import BackendCrash, call_isolated
 
     with pytest.raises(BackendCrash, match="crashed") as caught:
-        call_isolated("surgery.backends.isolate:leave_a_temp_file_and_crash", timeout=60)
+        call_isolated("surgery.isolate:leave_a_temp_file_and_crash", timeout=60)
     left = [line for line in caught.value.detail.splitlines() if line.endswith(".onnx")]
     assert left and not any(glob.glob(p) for p in left)  # its folder went with the worker
 

@@ -8,9 +8,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from surgery.backends.isolate import call_isolated
 from surgery.backends.probe import CACHE, VerdictCache, isolate, probe_nodes, signature
 from surgery.graph import GraphFacts
+from surgery.isolate import call_isolated
 
 
 def _resize_model(scales_from: str = "initializer") -> onnx.ModelProto:
@@ -133,7 +133,7 @@ def test_probing_in_one_batch():
 def test_a_probe_that_crashes_the_backend_is_a_refusal_in_the_crash_words():
     def ask(model):
         if model.graph.node[0].op_type == "Foo":
-            call_isolated("surgery.backends.isolate:crash_for_test", signal.SIGSEGV)
+            call_isolated("surgery.isolate:crash_for_test", signal.SIGSEGV)
         return (True, "")
 
     CACHE.clear()

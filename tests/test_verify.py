@@ -175,7 +175,7 @@ def test_a_kernel_crash_is_a_skipped_verification_not_a_dead_process(monkeypatch
     m = build("healthy_cnn")
     # the worker's function replaced by one that dies with SIGFPE (the model bytes, feeds and folder it gets
     # are ignored): what a kernel crash looks like from here
-    monkeypatch.setattr(surgery.verify, "RUN_IN_WORKER", "surgery.backends.isolate:crash_for_test")
+    monkeypatch.setattr(surgery.verify, "RUN_IN_WORKER", "surgery.isolate:crash_for_test")
     r = verify(m, m)
     assert r.status == "skipped" and "onnxruntime crashed: signal 8 (SIGFPE)" in r.message, r.message
     monkeypatch.undo()

@@ -20,9 +20,9 @@ from surgery.backends.base import (
     not_installed,
     package_version,
 )
-from surgery.backends.isolate import call_isolated
 from surgery.builders import BuiltHere
 from surgery.graph import node_keys
+from surgery.isolate import call_isolated
 from surgery.model import private_copy
 
 TIMEOUT_S = 300.0

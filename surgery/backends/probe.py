@@ -415,7 +415,7 @@ def judge(
 
 def _ask_safely(ask: Callable[[ModelProto], Answer], model: ModelProto) -> Answer:
     """A probe that crashes the backend is a verdict on that node: refused, in the crash's words."""
-    from surgery.backends.isolate import BackendCrash
+    from surgery.isolate import BackendCrash
 
     try:
         return ask(model)

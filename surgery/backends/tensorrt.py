@@ -20,9 +20,9 @@ from surgery.backends.base import (
     Verdict,
     package_version,
 )
-from surgery.backends.isolate import BackendCrash, call_isolated
 from surgery.builders import BuiltHere
 from surgery.graph import node_keys
+from surgery.isolate import BackendCrash, call_isolated
 
 TIMEOUT_S = 300.0
 # ops whose TensorRT-RTX importer asks for a plugin that RTX does not ship, where full TensorRT adds a layer:

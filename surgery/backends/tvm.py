@@ -27,10 +27,10 @@ from surgery.backends.base import (
     not_installed,
     package_version,
 )
-from surgery.backends.isolate import BackendCrash, call_isolated
 from surgery.backends.probe import judge, probe_nodes
 from surgery.builders import BuiltHere
 from surgery.graph import GraphFacts
+from surgery.isolate import BackendCrash, call_isolated
 
 TIMEOUT_S = 300.0
 STANDARD = ("", "ai.onnx")

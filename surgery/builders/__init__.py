@@ -14,7 +14,7 @@ from pathlib import Path
 from onnx import ModelProto
 
 from surgery.backends.base import BuildOptions, BuildReport, Progress, Stage
-from surgery.backends.isolate import BackendCrash, call_isolated
+from surgery.isolate import BackendCrash, call_isolated
 
 BUILDERS = {
     "onnxruntime": "surgery.builders.onnxruntime:build",

@@ -10,8 +10,8 @@ from pathlib import Path
 from onnx import ModelProto
 
 from surgery.backends.base import BuildOptions, BuildReport, first_line
-from surgery.backends.isolate import report_progress
 from surgery.builders.measure import measure_into
+from surgery.isolate import report_progress
 
 
 def _optimized_summary(model: ModelProto, artifact: Path) -> str:

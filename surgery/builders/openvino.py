@@ -13,8 +13,8 @@ from pathlib import Path
 from onnx import ModelProto
 
 from surgery.backends.base import BuildOptions, BuildReport
-from surgery.backends.isolate import report_progress
 from surgery.builders.measure import measure_into
+from surgery.isolate import report_progress
 from surgery.model import private_copy
 
 HINTS = {"fp32": "f32", "fp16": "f16", "bf16": "bf16"}

@@ -901,7 +901,7 @@ def runnable_feeds(
     at which onnxruntime runs the original (in a child process: a size that crashes it is passed over), within
     its FEED_LIMIT; the first size's feeds when none runs, None when inputs cannot be made (an input without a
     shape)."""
-    from surgery.backends.isolate import BackendCrash, call_isolated
+    from surgery.isolate import BackendCrash, call_isolated
     from surgery.verify import FEED_LIMIT, FREE_DIM_SIZES, RUN_FAILURE
 
     first = None
@@ -940,14 +940,14 @@ def _runs(model: ModelProto, feeds: dict, base_dir=None) -> str:
 
 
 # Runs on seeded inputs can crash onnxruntime itself (an integer division by a random zero is SIGFPE): they run in
-# a child process (surgery.backends.isolate), and a crash is reported, never the caller's death.
+# a child process (surgery.isolate), and a crash is reported, never the caller's death.
 RUN_TIMEOUT_S = 600.0
 
 
 def isolated_types(model: ModelProto, tensors: list[str], runs, base_dir=None, problems=None) -> dict:
     """surgery.split.cut.learn_types in a child process ({} where that crashes; the crash is appended to
     `problems`)."""
-    from surgery.backends.isolate import BackendCrash, call_isolated
+    from surgery.isolate import BackendCrash, call_isolated
 
     try:
         return call_isolated(
@@ -963,7 +963,7 @@ def verify_isolated(plan: Plan, original: ModelProto, **kwargs) -> Verification:
     """verify_plan in a child process: a run that crashes or runs out of time is a failed verification."""
     import dataclasses
 
-    from surgery.backends.isolate import BackendCrash, call_isolated
+    from surgery.isolate import BackendCrash, call_isolated
 
     try:
         v, measured = call_isolated(

@@ -4,7 +4,7 @@ cell itself crashed or ran out of time), the refused nodes by op type and by rea
 and with `fix` what the fix use case (surgery.usecases.fix) did: its steps, the outcome after and the
 verification of the fixed model against the original.
 
-Every cell (one model, one target) runs in a child process with a time limit (surgery.backends.isolate): a
+Every cell (one model, one target) runs in a child process with a time limit (surgery.isolate): a
 backend that crashes or hangs turns that cell into "error" with its words, and the survey goes on. Cells run on
 this machine with N threads, each driving its own child ("local"), or as Ray tasks ("ray": a local Ray runtime,
 or a cluster joined by its address; the same cell function, retried where a Ray worker dies).
@@ -474,7 +474,7 @@ def survey_cell_for_test(path: str, target: str, *args, **kwargs) -> dict[str, A
 def isolated_cell(cell: str, args: tuple, timeout: float) -> dict[str, Any]:
     """Run `cell(*args)` in a child with a time limit; a crash, a timeout or an exception is an error cell with
     its words. Both engines run this (the local one in a thread, Ray as a task)."""
-    from surgery.backends.isolate import BackendCrash, call_isolated
+    from surgery.isolate import BackendCrash, call_isolated
 
     t0 = time.perf_counter()
     try:
@@ -499,7 +499,7 @@ def isolated_cell(cell: str, args: tuple, timeout: float) -> dict[str, Any]:
 
 
 def _local(jobs: list[Job], args_of, request: SurveyRequest, done: Callable, stop: threading.Event) -> None:
-    """N threads, each driving its own child process (surgery.backends.isolate keeps one per thread)."""
+    """N threads, each driving its own child process (surgery.isolate keeps one per thread)."""
     pool = ThreadPoolExecutor(max_workers=max(1, request.workers), thread_name_prefix="survey")
     futures = {pool.submit(isolated_cell, request.cell, args_of(j), request.timeout): j for j in jobs}
     try:
