@@ -717,7 +717,8 @@ def reports(targets: list[str] | None = None):
         try:
             out.append(_check(fp, t, ws.current, ws.original.base_dir, depth(), path))
         except Exception as exc:  # an unknown target or a backend that cannot load: say so, keep going
-            from surgery.backends.base import Message, Report, error_line
+            from surgery.text import error_line
+            from surgery.verdict import Message, Report
 
             r = Report(t, t, "", accepted=False)
             r.messages.append(Message("error", explanation=f"could not check: {error_line(exc)}"))

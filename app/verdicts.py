@@ -8,17 +8,8 @@ import re
 
 import streamlit as st
 
-from surgery.backends.base import (
-    Message,
-    Outcome,
-    Report,
-    Status,
-    Verdict,
-    said_line,
-    speaker,
-    where_said,
-)
 from surgery.text import telling_line
+from surgery.verdict import Message, Outcome, Report, Status, Verdict, said_line, speaker, where_said
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|$<>~])")
 

@@ -23,10 +23,11 @@ CORPUS = Path(os.environ.get("ONNX_SURGERY_CORPUS", "~/.cache/onnx-surgery/corpu
 
 
 def main() -> None:
-    from surgery.backends.base import BuildOptions, Outcome
+    from surgery.backends.base import BuildOptions
     from surgery.builders import build_model
     from surgery.diagnose import check_one, clear_cache
     from surgery.model import load_model
+    from surgery.verdict import Outcome
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--backends", nargs="*", default=["onnxruntime", "openvino", "tvm", "tensorrt"])

@@ -125,7 +125,7 @@ def _judgeable(model: onnx.ModelProto, live: dict) -> tuple[set[int], set[int], 
 
 def classify_parse(model, pred, live) -> str | None:
     """None when the predictor refuses exactly what the parser refuses (see the module docstring)."""
-    from surgery.backends.base import Stage
+    from surgery.verdict import Stage
 
     if live.get("crash"):
         return "rtx-crash"
@@ -148,7 +148,7 @@ def classify_parse(model, pred, live) -> str | None:
 
 def classify_build(live, pred_build) -> str | None:
     """For a model the parser accepts: does the predicted build outcome match the real builder's?"""
-    from surgery.backends.base import Outcome
+    from surgery.verdict import Outcome
 
     real_fails = live.get("build_error") is not None
     pred_fails = pred_build.outcome is Outcome.REJECTS
@@ -187,9 +187,9 @@ def corpus_models() -> list[tuple[str, str, str, str]]:
 
 
 def main() -> None:
-    from surgery.backends.base import Stage
     from surgery.backends.tensorrt_static import make
     from surgery.model import load_model
+    from surgery.verdict import Stage
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--version", default="10.15")

@@ -17,20 +17,12 @@ from pathlib import Path
 from onnx import ModelProto
 
 from surgery.backends import get_backend
-from surgery.backends.base import (
-    BuildOptions,
-    Evidence,
-    Message,
-    Outcome,
-    Report,
-    Stage,
-    Status,
-    Verdict,
-    error_line,
-)
+from surgery.backends.base import BuildOptions
 from surgery.graph import node_keys
 from surgery.isolate import BackendCrash
 from surgery.model import fingerprint
+from surgery.text import error_line
+from surgery.verdict import Evidence, Message, Outcome, Report, Stage, Status, Verdict
 
 MAX_CACHED_REPORTS = 256
 _CACHE: dict[tuple, Report] = {}

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from onnx import ModelProto, helper
 
-from surgery.backends.base import Report, Status
 from surgery.graph import GraphFacts, all_inputs
+from surgery.verdict import Report, Status
 
 
 @dataclass

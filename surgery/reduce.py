@@ -121,7 +121,7 @@ def pick_failure(report, facts, node: str | None = None) -> Failure:
     """The refusal to preserve: `node`'s (a key of the original), else the first rejected node in topological
     order, else the first model-level error, else the first node the backend failed on in its own words but
     whose verdict stays open ("cannot confirm": a standard plugin TensorRT-RTX lacks, the same words kept)."""
-    from surgery.backends.base import Status
+    from surgery.verdict import Status
 
     def of(v) -> Failure:
         return Failure(
@@ -167,10 +167,10 @@ def reduce_model(
     """Reduce `model` (a surgery.model.Model, or a ModelProto with `base_dir`) to a small model `target` still
     refuses the same way. Raises NothingToReduce when the target does not refuse it, ReduceError for a bad
     request, surgery.backends.UnknownBackend for an unknown target."""
-    from surgery.backends.base import Outcome
     from surgery.diagnose import check_one
     from surgery.graph import GraphFacts, all_inputs
     from surgery.model import Model
+    from surgery.verdict import Outcome
 
     if mode not in ("bisect", "linear"):
         raise ReduceError(f"mode '{mode}': use bisect or linear")

@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 
 from onnx import ModelProto
 
-from surgery.backends.base import Status, Verdict, said_line, speaker
 from surgery.graph import GraphFacts, TensorInfo, all_inputs
 from surgery.layout import layered
 from surgery.model import gc_paused
+from surgery.verdict import Status, Verdict, said_line, speaker
 
 COLORS = {
     "supported": "#2e9d57",

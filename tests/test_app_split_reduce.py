@@ -14,9 +14,9 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from surgery.backends.base import Status  # noqa: E402
 from surgery.diagnose import check_one  # noqa: E402
 from surgery.samples import build  # noqa: E402
+from surgery.verdict import Status  # noqa: E402
 
 MAIN = str(Path(__file__).resolve().parent.parent / "app" / "main.py")
 TRT = "tensorrt-static@10.15"

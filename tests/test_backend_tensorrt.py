@@ -9,9 +9,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from surgery.backends import get_backend
-from surgery.backends.base import Status, is_live, where_said
 from surgery.isolate import BackendCrash
 from surgery.samples import build
+from surgery.verdict import Status, is_live, where_said
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("tensorrt_rtx") is None and importlib.util.find_spec("tensorrt") is None,

@@ -12,10 +12,11 @@ import pytest
 from onnx import TensorProto, helper
 
 from surgery.backends import UnknownBackend, get_backend, list_backends, register
-from surgery.backends.base import Availability, Report, Status
+from surgery.backends.base import Availability
 from surgery.diagnose import check_one, clear_cache
 from surgery.isolate import BackendCrash, call_isolated
 from surgery.samples import build
+from surgery.verdict import Report, Status
 
 CPU = [b for b in ("onnxruntime", "openvino", "tvm") if importlib.util.find_spec(b) is not None]
 

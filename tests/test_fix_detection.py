@@ -12,10 +12,10 @@ import pytest
 from onnx import TensorProto, helper
 
 from surgery.backends import get_backend
-from surgery.backends.base import Stage
 from surgery.cli import main
 from surgery.fixes import FixError, get_fix
 from surgery.ort import make_session
+from surgery.verdict import Stage
 
 fix = get_fix("decompose")
 X_SHAPE, GRID_SHAPE = (2, 3, 5, 7), (2, 4, 6, 2)

@@ -4,9 +4,9 @@ functions from TensorRT 10 on and takes them for custom ops before."""
 import onnx.parser
 import pytest
 
-from surgery.backends.base import Status
 from surgery.backends.tensorrt_static import make
 from surgery.fixes import FixError, get_fix
+from surgery.verdict import Status
 from surgery.verify import verify
 
 #   x -> local.Swishish (a local function: Mul(a, Sigmoid(a))) -> y ; x -> local.Double -> z

@@ -7,9 +7,9 @@ import onnx.parser
 import onnxruntime as ort
 import pytest
 
-from surgery.backends.base import Status
 from surgery.backends.tensorrt_static import make
 from surgery.fixes import FixError, get_fix
+from surgery.verdict import Status
 
 to_ops = get_fix("plugin_to_ops")
 RNG = np.random.default_rng(0)

@@ -13,11 +13,11 @@ from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
 from surgery.backends import get_backend
-from surgery.backends.base import Status
 from surgery.fixes import FixError, get_fix
 from surgery.ort import make_session
 from surgery.rulebook import load_rules, run_rules
 from surgery.rulebook.loader import BUILTIN_DIR
+from surgery.verdict import Status
 from surgery.verify import verify
 from surgery.workspace import Workspace
 

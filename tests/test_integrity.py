@@ -16,10 +16,10 @@ import yaml
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
-from surgery.backends.base import Evidence, Message, Outcome, Report, Status, Verdict
 from surgery.cli import main
 from surgery.rulebook import RuleError
 from surgery.rulebook.loader import BUILTIN_DIR, load_rules
+from surgery.verdict import Evidence, Message, Outcome, Report, Status, Verdict
 from surgery.verify import lost_outputs
 
 

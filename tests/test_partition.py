@@ -5,10 +5,10 @@ import onnx
 from onnx import TensorProto, helper
 
 from surgery.backends import get_backend
-from surgery.backends.base import Report, Status, Verdict
 from surgery.graph import node_keys
 from surgery.partition import partition
 from surgery.samples import build
+from surgery.verdict import Report, Status, Verdict
 
 
 def _model(edges: list[tuple[str, list[str]]], shape=(2, 4)) -> onnx.ModelProto:

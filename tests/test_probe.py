@@ -156,8 +156,8 @@ def test_disk_cache_survives_a_new_process_and_stays_small(tmp_path):
 
 def test_a_refusal_about_a_guessed_input_is_unknown_unless_it_repeats_the_whole_model_error():
     #   x[2,3] -> Shape -> s ; (x, s) -> Reshape -> y     (s is computed from shapes: alone it is a plain input)
-    from surgery.backends.base import Status
     from surgery.backends.probe import judge
+    from surgery.verdict import Status
 
     g = helper.make_graph(
         [

@@ -7,10 +7,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from surgery.backends.base import Status
 from surgery.cli import main
 from surgery.diagnose import check_one
 from surgery.reduce import NothingToReduce, ReduceError, reduce_model
+from surgery.verdict import Status
 
 HAS_TRT = (
     importlib.util.find_spec("tensorrt_rtx") is not None or importlib.util.find_spec("tensorrt") is not None

@@ -10,7 +10,6 @@ import onnx
 import pytest
 
 from surgery.backends import get_backend
-from surgery.backends.base import Stage, Status
 from surgery.diagnose import check_one, clear_cache
 from surgery.fixes import FixError
 from surgery.graph import GraphFacts
@@ -19,6 +18,7 @@ from surgery.rulebook.docs import DOCS, render
 from surgery.rulebook.fixture import fixture
 from surgery.rulebook.loader import BUILTIN_DIR
 from surgery.rulebook.schema import version_matches
+from surgery.verdict import Stage, Status
 from surgery.verify import verify
 from surgery.workspace import Workspace
 

@@ -13,7 +13,6 @@ from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper as nh
 
-from surgery.backends.base import Status
 from surgery.backends.tensorrt_static import make
 from surgery.cli import main
 from surgery.fixes import FixError
@@ -23,6 +22,7 @@ from surgery.model import fingerprint, load_model
 from surgery.ort import make_session
 from surgery.rulebook import load_rules, propose
 from surgery.rulebook.tracer import explain, unrepaired
+from surgery.verdict import Status
 from surgery.verify import verify
 from surgery.workspace import Workspace
 

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from surgery.backends.base import Stage, Status
 from surgery.backends.tensorrt_static import (
     CHECKS_PATH,
     RECORDED_PATH,
@@ -22,6 +21,7 @@ from surgery.backends.tensorrt_static import (
     make,
     recorded_words,
 )
+from surgery.verdict import Stage, Status
 
 CHECKS = load_checks()
 ROOT = Path(__file__).resolve().parent.parent

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from surgery.backends.base import Stage, Status
 from surgery.backends.tensorrt_static import (
     SUPPORTED_VERSIONS,
     TABLES_PATH,
@@ -21,6 +20,7 @@ from surgery.rulebook import load_rules
 from surgery.rulebook.matcher import Context
 from surgery.rulebook.suggest import rules_for
 from surgery.samples import build, lessons
+from surgery.verdict import Stage, Status
 
 F = TensorProto.FLOAT
 

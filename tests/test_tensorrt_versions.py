@@ -8,7 +8,6 @@ import onnx.parser
 import pytest
 from onnx import TensorProto, helper
 
-from surgery.backends.base import Status
 from surgery.backends.tensorrt_static import (
     PLUGINS_PATH,
     SUPPORTED_VERSIONS,
@@ -17,6 +16,7 @@ from surgery.backends.tensorrt_static import (
     resolve_version,
     support_data,
 )
+from surgery.verdict import Status
 
 F = TensorProto.FLOAT
 

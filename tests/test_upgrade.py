@@ -8,12 +8,12 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from surgery.backends.base import Status
 from surgery.backends.tensorrt_static import make
 from surgery.cli import main
 from surgery.rulebook import load_rules
 from surgery.samples import build
 from surgery.usecases.upgrade import compare, target_id
+from surgery.verdict import Status
 
 F = TensorProto.FLOAT
 

@@ -5,8 +5,9 @@ import json
 
 import onnx
 
-from surgery.backends.base import Evidence, Report, Stage, Status, Verdict, first_line, said_line
 from surgery.resources import PACKAGE_DIR
+from surgery.text import first_line
+from surgery.verdict import Evidence, Report, Stage, Status, Verdict, said_line
 from surgery.view import verdict_line
 
 RECORDED = PACKAGE_DIR / "backends" / "data" / "tensorrt" / "recorded-tensorrt-rtx.json"
@@ -81,7 +82,7 @@ def test_nodes_told_the_same_are_one_group_with_its_evidence_once(two_quantizers
 
 
 def test_every_view_names_the_same_speaker():
-    from surgery.backends.base import speaker
+    from surgery.verdict import speaker
 
     assert speaker("tensorrt-static@10.15", Stage.PARSE) == "parser says"
     assert speaker("tensorrt", Stage.BUILD) == "builder says"

@@ -6,10 +6,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from surgery.backends.base import Evidence, Status, Verdict
 from surgery.diagnose import check_one
 from surgery.graph import GraphFacts
 from surgery.samples import sample_path
+from surgery.verdict import Evidence, Status, Verdict
 from surgery.view import (
     COLORS,
     build_view,

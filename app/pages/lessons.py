@@ -12,8 +12,8 @@ import sidebar  # noqa: E402
 import streamlit as st  # noqa: E402
 from verdicts import md_escape, show_message, show_report_banner, show_verdict  # noqa: E402
 
-from surgery.backends.base import Verdict  # noqa: E402
 from surgery.samples import lessons  # noqa: E402
+from surgery.verdict import Verdict  # noqa: E402
 
 sidebar.render()
 

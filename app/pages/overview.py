@@ -15,7 +15,8 @@ import split_view  # noqa: E402
 import streamlit as st  # noqa: E402
 from verdicts import md_escape, show_report_banner, words_block  # noqa: E402
 
-from surgery.backends.base import Status, first_line, said_line, speaker  # noqa: E402
+from surgery.text import first_line
+from surgery.verdict import Status, said_line, speaker  # noqa: E402
 
 sidebar.render()
 

@@ -13,8 +13,9 @@ from pathlib import Path
 
 from onnx import ModelProto
 
-from surgery.backends.base import BuildOptions, BuildReport, Progress, Stage
+from surgery.backends.base import BuildOptions, BuildReport, Progress
 from surgery.isolate import BackendCrash, call_isolated
+from surgery.verdict import Stage
 
 BUILDERS = {
     "onnxruntime": "surgery.builders.onnxruntime:build",

@@ -9,9 +9,10 @@ from pathlib import Path
 
 from onnx import ModelProto
 
-from surgery.backends.base import BuildOptions, BuildReport, first_line
+from surgery.backends.base import BuildOptions, BuildReport
 from surgery.builders.measure import measure_into
 from surgery.isolate import report_progress
+from surgery.text import first_line
 
 
 def _optimized_summary(model: ModelProto, artifact: Path) -> str:

@@ -11,10 +11,11 @@ from pathlib import Path
 
 from onnx import ModelProto
 
-from surgery.backends.base import BuildOptions, BuildReport, error_line
+from surgery.backends.base import BuildOptions, BuildReport
 from surgery.backends.tensorrt_worker import clean_words, import_trt
 from surgery.builders import named_node
 from surgery.isolate import report_progress
+from surgery.text import error_line
 
 PARSE_END, BUILD_START, BUILD_END = 0.1, 0.15, 0.9
 QDQ = {"QuantizeLinear", "DequantizeLinear"}

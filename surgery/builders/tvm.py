@@ -21,9 +21,10 @@ from pathlib import Path
 import numpy as np
 from onnx import ModelProto
 
-from surgery.backends.base import BuildOptions, BuildReport, error_line
+from surgery.backends.base import BuildOptions, BuildReport
 from surgery.builders.measure import measure_into, opt_shapes
 from surgery.isolate import report_progress
+from surgery.text import error_line
 
 DEFAULT_TUNE_DIR = "~/.cache/onnx-surgery/tvm-tuning"  # the root is $ONNX_SURGERY_CACHE where set
 TUNED = "tuned.json"  # beside the database: task key -> the largest trial budget it was tuned with

@@ -33,7 +33,7 @@ EXIT_CLOSED_PIPE = 141  # what a shell reports for a writer killed by SIGPIPE (1
 def exit_code(reports) -> int:
     """0 every available target accepts; 1 one rejects; 3 none rejects but one cannot confirm (an unavailable
     target does not count: `targets` says why it is off)."""
-    from surgery.backends.base import Outcome
+    from surgery.verdict import Outcome
 
     outcomes = {r.outcome for r in reports}
     if Outcome.REJECTS in outcomes:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import sys
 from collections import Counter, defaultdict
 
-from surgery.backends.base import Outcome, Status, is_live, speaker, where_said
 from surgery.cli import EXIT_BAD_INPUT, chatter_to_stderr, exit_code
+from surgery.verdict import Outcome, Status, is_live, speaker, where_said
 
 
 def add_parser(sub):

@@ -289,12 +289,12 @@ def _run(args) -> tuple[int, tuple | None]:
 def _preview(ws, rules, targets, values, only_rejected, depth) -> None:
     """The step each matching rule would take first on the current model (its proposals on every node as one
     step, as `fix` applies them), previewed by surgery.preview.preview_step."""
-    from surgery.backends.base import Status
     from surgery.diagnose import check_model
     from surgery.preview import preview_step
     from surgery.rulebook import propose
     from surgery.rulebook.engine import batch
     from surgery.rulebook.matcher import Context
+    from surgery.verdict import Status
 
     def only(model) -> set[str]:
         reports = check_model(model, targets, ws.original.base_dir, depth=depth)

@@ -46,11 +46,11 @@ def add_parser(sub):
 
 def run(args) -> int:
     from surgery.backends import UnknownBackend
-    from surgery.backends.base import speaker
     from surgery.cli.check_cmd import _said
     from surgery.model import dumps, load_model
     from surgery.outputs import OutputError, check_outputs
     from surgery.reduce import NothingToReduce, ReduceError, reduce_model
+    from surgery.verdict import speaker
 
     if not (0 < args.time_limit < float("inf")):  # NaN fails every comparison
         print(f"error: --time-limit {args.time_limit}: give a number of seconds above 0", file=sys.stderr)
@@ -84,7 +84,7 @@ def run(args) -> int:
         print(dumps(d, indent=2))
         return EXIT_OK
     f = result.failure
-    from surgery.backends.base import Stage
+    from surgery.verdict import Stage
 
     print(f"model: {args.model}")
     print(f"target: {result.label} [{result.target}]")

@@ -318,14 +318,14 @@ class Guard:
 
     @staticmethod
     def _accepting(reports: list) -> bool:
-        from surgery.backends.base import Outcome
+        from surgery.verdict import Outcome
 
         return any(r.outcome is Outcome.ACCEPTS for r in reports)
 
     def judge(self, proposal: Proposal, before: list, after: list) -> list[str]:
         """Raise StepRefused when the step did not cure or regresses a target (not allowed); returns the targets
         it regressed where that is allowed."""
-        from surgery.backends.base import Outcome
+        from surgery.verdict import Outcome
 
         said_before, said_after = _refusals(before), _refusals(after)
         meant = [n for n in (proposal.nodes or (proposal.node,)) if n in said_before]
@@ -353,7 +353,7 @@ class Guard:
 
 def _refusals(reports: list) -> dict[str, set[tuple[str, str, str]]]:
     """node key -> what the targets refuse it for: (target, code + check ids, words or explanation)."""
-    from surgery.backends.base import Status
+    from surgery.verdict import Status
 
     out: dict[str, set] = {}
     for r in reports:

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 from onnx import ModelProto
 
-from surgery.backends.base import Report, Status, Verdict
 from surgery.rulebook.engine import applies_to
 from surgery.rulebook.matcher import Context, matches
 from surgery.rulebook.schema import Rule
+from surgery.verdict import Report, Status, Verdict
 
 
 @dataclass(frozen=True)

@@ -69,7 +69,7 @@ def unrepaired(model: ModelProto, reports: list, rules: list[Rule]) -> list[tupl
     """For each node still refused (or unknown) after `fix`: (node key, one line) — the nearest misses of the
     rules meant for that refusal (`answers`) and for that node's op type, condition by condition, or that one
     matches but its step was not taken (a cut, beyond its bound, did not cure, ...); or that no rule answers it. Shared by `fix` and bench/repair_rate.py."""
-    from surgery.backends.base import Status
+    from surgery.verdict import Status
 
     ctx = Context(model)
     out, seen = [], set()

@@ -478,10 +478,10 @@ def make_plan(
     cannot be split (message names the node or tensor), surgery.backends.UnknownBackend for a target id that does
     not exist."""
     from surgery.backends import get_backend
-    from surgery.backends.base import Outcome, Status
     from surgery.diagnose import check_one
     from surgery.graph import GraphFacts, cycle_nodes
     from surgery.model import Model
+    from surgery.verdict import Outcome, Status
 
     t0 = time.perf_counter()
 
@@ -854,9 +854,9 @@ def _second_look(proto, facts, report, kinds: dict[int, str], target: str, base_
     cannot import; or a node fed by a refused one), checked again in a model of the nodes it did not refuse and
     that read and write only numeric tensors. Returns the ones it supports there. A verdict of 'unknown' for a
     reason that holds there too (a plugin TensorRT-RTX lacks) stays unknown, and the node falls back."""
-    from surgery.backends.base import Status
     from surgery.diagnose import check_one
     from surgery.graph import all_inputs
+    from surgery.verdict import Status
 
     graph = proto.graph
     status = {v.index: v.status for v in report.verdicts}

@@ -129,8 +129,8 @@ def fix(
     targets' reports on the model as given, where the caller has them already. Raises FixInputError for a pin
     that cannot be made (nothing applied then) and surgery.backends.UnknownBackend for a target that does not
     exist."""
-    from surgery.backends.base import Status
     from surgery.diagnose import check_model
+    from surgery.verdict import Status
 
     targets = request.targets
     base = workspace.original.base_dir

@@ -295,9 +295,9 @@ def test_values(path: Path) -> dict:
 def describe(report, model, rules: list) -> dict[str, Any]:
     """A target's report as a survey cell: outcome, refused and unknown nodes by op type, the reasons (grouped as
     `check` groups them) each with the rules that answer it, and every such rule."""
-    from surgery.backends.base import Outcome, Status
     from surgery.rulebook.suggest import suggestions_for
     from surgery.text import first_line
+    from surgery.verdict import Outcome, Status
 
     suggestions = suggestions_for(model, [report], rules) if (report.rejected or report.unknown) else {}
     reasons = []
@@ -356,10 +356,10 @@ def describe(report, model, rules: list) -> dict[str, Any]:
 def _fix_cell(model, report, target: str, rules: list, depth, max_steps: int, answers: dict | None) -> dict:
     """The fix use case on one target's refusal: its steps, the outcome after, the verification of the fixed
     model against the original, what was undone and why a refusal is left (surgery.rulebook.tracer)."""
-    from surgery.backends.base import Outcome
     from surgery.rulebook.engine import verify_result
     from surgery.rulebook.tracer import unrepaired
     from surgery.usecases.fix import FixRequest, fix
+    from surgery.verdict import Outcome
     from surgery.verify import lost_outputs
     from surgery.workspace import Workspace
 
@@ -433,10 +433,10 @@ def survey_cell(
 ) -> dict[str, Any]:
     """One model, one target: {"facts": the model's nodes and opsets, "cell": what `describe` says, with "fix"
     where `fix` and the target rejects}. Runs in a child process (`call_isolated`); raises what it cannot do."""
-    from surgery.backends.base import Outcome
     from surgery.backends.probe import use_disk_cache
     from surgery.diagnose import check_one
     from surgery.model import load_model
+    from surgery.verdict import Outcome
 
     if probe_cache:
         use_disk_cache(probe_cache)
