@@ -22,6 +22,8 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import ModelProto, TensorProto
 
+from surgery.text import size_text
+
 DEFAULT_MAX_BYTES = int(os.environ.get("ONNX_SURGERY_MAX_BYTES", 64 * 1024**3))
 PROTOBUF_LIMIT = 2 * 1024**3 - 1  # a single serialized protobuf cannot exceed 2 GiB
 
@@ -465,8 +467,8 @@ def check_external_data(proto: ModelProto, base_dir: Path | None, source: str) -
 def _too_large(source: str, size: int, limit: int, what: str) -> ModelLoadError:
     return ModelLoadError(
         LoadErrorKind.TOO_LARGE,
-        f"{source}: {what} is {size / 1024**2:.1f} MiB, over the limit of {limit / 1024**2:.1f} MiB "
-        "(raise it with ONNX_SURGERY_MAX_BYTES or --max-bytes)",
+        f"{source}: {what} is {size_text(size)} ({size:,} bytes), over the limit of {size_text(limit)} "
+        f"({limit:,} bytes) (raise it with ONNX_SURGERY_MAX_BYTES or --max-bytes)",
     )
 
 

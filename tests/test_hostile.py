@@ -738,3 +738,22 @@ def test_names_that_are_not_utf8_are_refused_by_precision_and_escaped_by_survey(
     cell = report["models"][0]["targets"]["tensorrt-static@10.15"]
     assert "OP\\xc3X" in cell["reasons"][0]["op_types"]  # the op type, its byte escaped
     assert (tmp_path / "s" / "report.html").read_text().count("OP\\xc3X") >= 1
+
+
+@pytest.mark.parametrize(
+    "command", ["inspect", "check", "fix", "build", "quantize", "precision", "upgrade", "split"]
+)
+def test_every_command_that_reads_a_model_takes_the_same_size_limit(command, tmp_path, capsys):
+    from surgery.samples import sample_path
+
+    extra = {
+        "fix": ["-o", str(tmp_path / "o.onnx")],
+        "build": ["--out", str(tmp_path / "b")],
+        "quantize": ["-o", str(tmp_path / "q.onnx"), "--calib", "random:2"],
+        "precision": ["--fp16", "-o", str(tmp_path / "p.onnx")],
+        "upgrade": ["--from", "10.15", "--to", "11.5"],
+        "split": ["-t", "tensorrt-static@10.15", "-o", str(tmp_path / "s")],
+    }.get(command, [])
+    model = str(sample_path("healthy_cnn"))
+    _refused(capsys, [command, model, "--max-bytes", "100", *extra], "over the limit of 100 B (100 bytes)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 
 from surgery.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_REJECTED, chatter_to_stderr
+from surgery.cli.options import add_model, load
 from surgery.specs import PROFILE_EXAMPLE, parse_profiles
 
 BACKENDS = ("tensorrt", "onnxruntime", "openvino", "tvm")
@@ -27,7 +28,7 @@ def add_parser(sub):
         "fp32 (its Q/DQ pairs taken out), unless a precision flag picks one; accuracy is against that float32 "
         "original, as max abs error and the relative error's mean, p99 and max.",
     )
-    p.add_argument("model")
+    add_model(p)
     p.add_argument(
         "--backend",
         "-b",
@@ -239,7 +240,7 @@ def print_table(reports, out=None, model: str = "MODEL") -> None:
 def run(args) -> int:
     from surgery.backends.base import BuildOptions
     from surgery.builders import build_ladder, build_model, check_profiles
-    from surgery.model import dumps, load_model
+    from surgery.model import dumps
     from surgery.quantize import has_qdq
 
     backends = args.backend or ["onnxruntime"]
@@ -260,7 +261,7 @@ def run(args) -> int:
     if args.tune_trials < 0:
         print("error: --tune-trials must be 0 (untuned) or more", file=sys.stderr)
         return EXIT_BAD_INPUT
-    model = load_model(args.model)
+    model = load(args)
     inits = {t.name for t in model.proto.graph.initializer}
     inputs = [i.name for i in model.proto.graph.input if i.name not in inits]
     try:

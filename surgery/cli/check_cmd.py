@@ -10,12 +10,13 @@ import sys
 from collections import Counter, defaultdict
 
 from surgery.cli import EXIT_BAD_INPUT, chatter_to_stderr, exit_code
+from surgery.cli.options import add_model, load
 from surgery.verdict import Outcome, Status, is_live, speaker, where_said
 
 
 def add_parser(sub):
     p = sub.add_parser("check", help="per-node verdicts of TensorRT / onnxruntime / OpenVINO / TVM")
-    p.add_argument("model")
+    add_model(p)
     p.add_argument(
         "--target",
         "-t",
@@ -38,7 +39,6 @@ def add_parser(sub):
         help="list supported nodes too, and every unknown node (by default a large group of them is counted per op "
         "type)",
     )
-    p.add_argument("--max-bytes", type=int, default=None)
     p.add_argument(
         "--no-cache",
         action="store_true",
@@ -188,12 +188,12 @@ def run(args) -> int:
     from surgery.backends import UnknownBackend
     from surgery.backends.probe import CACHE, use_disk_cache
     from surgery.diagnose import check_model
-    from surgery.model import dumps, load_model
+    from surgery.model import dumps
     from surgery.partition import partition
     from surgery.rulebook import RuleError, load_rules
     from surgery.rulebook.suggest import suggestions_for
 
-    model = load_model(args.model, max_bytes=args.max_bytes)
+    model = load(args)
     targets = args.target or ["onnxruntime"]
     previous = CACHE.directory
     if not args.no_cache:

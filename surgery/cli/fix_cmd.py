@@ -11,11 +11,12 @@ from __future__ import annotations
 import sys
 
 from surgery.cli import EXIT_BAD_INPUT, EXIT_REJECTED, chatter_to_stderr, exit_code
+from surgery.cli.options import add_model, load
 
 
 def add_parser(sub):
     p = sub.add_parser("fix", help="apply rules to a fixpoint, verify each step, check again")
-    p.add_argument("model")
+    add_model(p)
     p.add_argument(
         "--target",
         "-t",
@@ -94,7 +95,6 @@ def add_parser(sub):
         "undone and why, promises broken); sarif: what is still refused, each step undone (fix/cut, "
         "fix/beyond-bound, ...) and each cut taken (fix/cut-taken), for CI; the lines a person reads go to stderr",
     )
-    p.add_argument("--max-bytes", type=int, default=None)
     return p
 
 
@@ -164,7 +164,6 @@ def _run(args) -> tuple[int, tuple | None]:
     from surgery.backends import UnknownBackend
     from surgery.diagnose import check_model
     from surgery.fixes import FixError
-    from surgery.model import load_model
     from surgery.outputs import OutputError, check_outputs
     from surgery.rulebook import RuleError, applies_to, load_rules
     from surgery.rulebook.loader import default_dirs
@@ -183,7 +182,7 @@ def _run(args) -> tuple[int, tuple | None]:
     except (RuleError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT, None
-    model = load_model(args.model, max_bytes=args.max_bytes)
+    model = load(args)
     writes = not (args.dry_run or args.preview)
     try:
         written = check_outputs(model, [("-o", args.output if writes else None), ("--recipe", args.recipe)])

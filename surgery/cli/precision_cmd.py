@@ -10,6 +10,7 @@ import sys
 import time
 
 from surgery.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_REJECTED
+from surgery.cli.options import add_model, load
 
 
 def add_parser(sub):
@@ -29,7 +30,7 @@ def add_parser(sub):
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="exit status: 0 within the tolerance, 1 not within it, 2 bad input (nothing written)",
     )
-    p.add_argument("model")
+    add_model(p)
     fmt = p.add_mutually_exclusive_group(required=True)
     fmt.add_argument("--fp16", dest="precision", action="store_const", const="fp16", help="float16")
     fmt.add_argument("--bf16", dest="precision", action="store_const", const="bf16", help="bfloat16")
@@ -101,7 +102,6 @@ def _numbers(o) -> str:
 def run(args) -> int:
     from surgery.cli import chatter_to_stderr
     from surgery.fixes import FixError
-    from surgery.model import load_model
     from surgery.outputs import OutputError, check_outputs
     from surgery.usecases.precision import PrecisionInputError, PrecisionRequest, search
     from surgery.workspace import Workspace
@@ -114,7 +114,7 @@ def run(args) -> int:
         return bad(f"--tolerance must be 0 or more, got {args.tolerance}")
     if args.samples < 1:
         return bad(f"--samples must be 1 or more, got {args.samples}")
-    model = load_model(args.model)
+    model = load(args)
     try:
         written = check_outputs(model, [("-o", args.output), ("--recipe", args.recipe)])
     except OutputError as exc:

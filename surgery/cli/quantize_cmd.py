@@ -9,6 +9,7 @@ import sys
 from collections import Counter
 
 from surgery.cli import EXIT_BAD_INPUT, EXIT_OK
+from surgery.cli.options import add_model, load
 
 
 def add_parser(sub):
@@ -35,7 +36,7 @@ def add_parser(sub):
         "A file or folder is recorded in the recipe with its sha256; replaying the recipe on changed data is\n"
         "refused.",
     )
-    p.add_argument("model")
+    add_model(p)
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="the quantized model (a new file)")
     p.add_argument(
         "--calib", required=True, metavar="DIR|FILE.npz|random:N", help="calibration data (see below)"
@@ -74,7 +75,6 @@ def _progress_printer():
 def run(args) -> int:
     from surgery.cli.build_cmd import accuracy_line
     from surgery.fixes import FixError
-    from surgery.model import load_model
     from surgery.outputs import OutputError, check_outputs
     from surgery.quantize import (
         RANDOM_WARNING,
@@ -92,7 +92,7 @@ def run(args) -> int:
         print(f"error: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
-    model = load_model(args.model)
+    model = load(args)
     try:
         written = check_outputs(model, [("-o", args.output), ("--recipe", args.recipe)])
     except OutputError as exc:

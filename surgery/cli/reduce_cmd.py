@@ -10,11 +10,12 @@ from __future__ import annotations
 import sys
 
 from surgery.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_REJECTED, chatter_to_stderr
+from surgery.cli.options import add_model, load
 
 
 def add_parser(sub):
     p = sub.add_parser("reduce", help="the smallest model the target still refuses the same way")
-    p.add_argument("model")
+    add_model(p)
     p.add_argument(
         "--target", "-t", required=True, help="tensorrt, tensorrt-static@VERSION, onnxruntime, ..."
     )
@@ -40,14 +41,13 @@ def add_parser(sub):
         "--depth", choices=["parse", "build"], default=None, help="check depth (default: the target's)"
     )
     p.add_argument("--json", action="store_true")
-    p.add_argument("--max-bytes", type=int, default=None)
     return p
 
 
 def run(args) -> int:
     from surgery.backends import UnknownBackend
     from surgery.cli.check_cmd import _said
-    from surgery.model import dumps, load_model
+    from surgery.model import dumps
     from surgery.outputs import OutputError, check_outputs
     from surgery.reduce import NothingToReduce, ReduceError, reduce_model
     from surgery.verdict import speaker
@@ -55,7 +55,7 @@ def run(args) -> int:
     if not (0 < args.time_limit < float("inf")):  # NaN fails every comparison
         print(f"error: --time-limit {args.time_limit}: give a number of seconds above 0", file=sys.stderr)
         return EXIT_BAD_INPUT
-    model = load_model(args.model, max_bytes=args.max_bytes)
+    model = load(args)
     try:
         out = check_outputs(model, [("-o", args.output)])["-o"]
     except OutputError as exc:

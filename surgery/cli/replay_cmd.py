@@ -9,11 +9,12 @@ from __future__ import annotations
 import sys
 
 from surgery.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_REJECTED, chatter_to_stderr, exit_code
+from surgery.cli.options import add_model, load
 
 
 def add_parser(sub):
     p = sub.add_parser("replay", help="apply a saved recipe to a model, headless (CI)")
-    p.add_argument("model")
+    add_model(p)
     p.add_argument("recipe", help="a recipe file (JSON or YAML) written by `fix --recipe` or the app")
     p.add_argument("-o", "--output", required=True, help="where to write the result (a new file)")
     p.add_argument("--force", action="store_true", help="replay a recipe made for another model")
@@ -21,19 +22,18 @@ def add_parser(sub):
         "--target", "-t", action="append", default=None, help="check the result with these targets (repeat)"
     )
     p.add_argument("--format", choices=["text", "json"], default="text")
-    p.add_argument("--max-bytes", type=int, default=None)
     return p
 
 
 def run(args) -> int:
     from surgery.backends import UnknownBackend
     from surgery.diagnose import check_model
-    from surgery.model import dumps, load_model
+    from surgery.model import dumps
     from surgery.outputs import OutputError, check_outputs
     from surgery.usecases.replay import replay
     from surgery.workspace import RecipeError
 
-    model = load_model(args.model, max_bytes=args.max_bytes)
+    model = load(args)
     try:
         out = check_outputs(model, [("-o", args.output)])["-o"]
         ws, outcome = replay(model, args.recipe, force=args.force)

@@ -11,11 +11,12 @@ from __future__ import annotations
 import sys
 
 from surgery.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_REJECTED, chatter_to_stderr
+from surgery.cli.options import add_model, load
 
 
 def add_parser(sub):
     p = sub.add_parser("split", help="split into target and fallback parts that chain to the original")
-    p.add_argument("model")
+    add_model(p)
     p.add_argument(
         "--target", "-t", required=True, help="tensorrt, tensorrt-static@VERSION, openvino, tvm, ..."
     )
@@ -47,7 +48,6 @@ def add_parser(sub):
         help="shape of an input for the verification run (symbolic dims are 2 otherwise); repeat per input",
     )
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
-    p.add_argument("--max-bytes", type=int, default=None)
     return p
 
 
@@ -116,7 +116,6 @@ def text(plan) -> list[str]:
 
 def run(args) -> int:
     from surgery.backends import UnknownBackend
-    from surgery.model import load_model
     from surgery.outputs import OutputError, output_folder
     from surgery.specs import parse_shapes
     from surgery.split import DEFAULT_MIN_NODES, SplitError, make_plan
@@ -126,7 +125,7 @@ def run(args) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    model = load_model(args.model, max_bytes=args.max_bytes)
+    model = load(args)
     try:
         folder = output_folder(args.output, inputs=model.files(), make=False)
     except OutputError as exc:

@@ -11,6 +11,7 @@ import json
 import sys
 
 from surgery.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_REJECTED, chatter_to_stderr
+from surgery.cli.options import add_model, load
 
 
 def add_parser(sub):
@@ -21,7 +22,7 @@ def add_parser(sub):
         "the rules that answer them), newly accepted, or refused at another stage. A bare version (10.15, 11) "
         "is tensorrt-static@VERSION. Exit 1 when something is newly refused.",
     )
-    p.add_argument("model")
+    add_model(p)
     p.add_argument("--from", dest="source", required=True, metavar="T1", help="the target upgraded from")
     p.add_argument("--to", dest="target", required=True, metavar="T2", help="the target upgraded to")
     p.add_argument("--json", action="store_true", help='print {"from", "to", "changes": [...]} as JSON')
@@ -53,7 +54,7 @@ def _line(c) -> str:
 
 def run(args) -> int:
     from surgery.backends import UnknownBackend
-    from surgery.model import load_model, save_model
+    from surgery.model import save_model
     from surgery.outputs import OutputError, check_outputs
     from surgery.rulebook import RuleError, load_rules
     from surgery.usecases.upgrade import target_id, upgrade
@@ -70,7 +71,7 @@ def run(args) -> int:
     except (RuleError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    model = load_model(args.model)
+    model = load(args)
     try:
         check_outputs(model, [("-o", args.output)])
     except OutputError as exc:
