@@ -262,12 +262,32 @@ def _seeded(original: ModelProto, changed: ModelProto, seed: int, dims: dict[str
         return theirs
 
 
+KV_PAST, KV_SEQUENCE = 4, 3  # positions in the KV cache and new tokens, when a decoder's lengths are related
+
+
+def kv_cache_dims(model: ModelProto) -> dict[str, int]:
+    """Sizes for a decoder with a KV cache (inputs past_key_values.* / past_*: [batch, heads, past, head]) whose
+    attention_mask is as long as the past and the new tokens together (its length another symbol than
+    input_ids'): past KV_PAST, new KV_SEQUENCE, the mask's length their sum, batch 1. One size for every dim
+    cannot run such a model (past + new != total). Empty for any other model."""
+    shapes = {i.name: [d.dim_param for d in i.type.tensor_type.shape.dim] for i in model.graph.input}
+    past = [s for n, s in shapes.items() if n.startswith("past_") and len(s) == 4 and s[2]]
+    ids, mask = shapes.get("input_ids"), shapes.get("attention_mask")
+    if not past or not ids or not mask or len(ids) != 2 or len(mask) != 2 or not mask[1] or mask[1] == ids[1]:
+        return {}
+    out = {p[2]: KV_PAST for p in past} | {mask[1]: KV_PAST + KV_SEQUENCE}
+    if ids[1]:
+        out[ids[1]] = KV_SEQUENCE
+    return out
+
+
 def _reference_run(original, changed, reference, seed, dims, base_dir):
     """(feeds, the original's outputs) at the first free-dim size the original runs at; raises the smallest
-    size's failure when none runs."""
+    size's failure when none runs. A decoder with a KV cache first gets related lengths (kv_cache_dims)."""
     first_error, tried = None, []
     for size in FREE_DIM_SIZES:
-        feeds = _seeded(original, changed, seed, dims, default_dim=size)
+        kv = kv_cache_dims(original) if size == 1 else {}
+        feeds = _seeded(original, changed, seed, {**kv, **(dims or {})}, default_dim=size)
         shapes = {k: np.shape(v) for k, v in feeds.items()}
         if tried and (shapes in tried or max(map(np.prod, shapes.values()), default=0) > FEED_LIMIT):
             break  # no free dim (the same inputs again), or too large to try

@@ -237,3 +237,32 @@ def test_uint8_input_read_as_uint8_elsewhere_is_refused():
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     with pytest.raises(FixError, match="data movement"):
         get_fix("cast_uint8_input").fn(m, input="image")
+
+
+def test_a_decoder_with_a_kv_cache_is_verified_with_related_lengths():
+    """past + new tokens = the mask's length: one size for every symbolic dim cannot run such a model."""
+    from surgery.verify import kv_cache_dims, verify
+
+    i64 = TensorProto.INT64
+    nodes = [
+        helper.make_node("ReduceSum", ["past_key_values.0.key", "axes"], ["p"], keepdims=0),
+        helper.make_node("Cast", ["input_ids"], ["ids_f"], to=F),
+        helper.make_node("Concat", ["p", "ids_f"], ["both"], axis=1),
+        helper.make_node("Cast", ["attention_mask"], ["mask_f"], to=F),
+        helper.make_node("Add", ["both", "mask_f"], ["y"]),
+    ]
+    inputs = [
+        _vi("input_ids", i64, ["batch", "sequence_length"]),
+        _vi("attention_mask", i64, ["batch", "total_length"]),
+        _vi("past_key_values.0.key", F, ["batch", 2, "past_sequence_length", 4]),
+    ]
+    axes = numpy_helper.from_array(np.array([1, 3], np.int64), "axes")
+    g = helper.make_graph(nodes, "kv", inputs, [_vi("y", F, ["batch", "total_length"])], [axes])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    assert kv_cache_dims(m) == {"past_sequence_length": 4, "total_length": 7, "sequence_length": 3}
+    report = verify(m, m)
+    assert report.status == "ok", report.summary()
+    # a model whose mask has the tokens' own length is left to the usual sizes
+    inputs[1] = _vi("attention_mask", i64, ["batch", "sequence_length"])
+    g2 = helper.make_graph(nodes[:1], "kv", inputs, [_vi("p", F, None)], [axes])
+    assert kv_cache_dims(helper.make_model(g2, opset_imports=[helper.make_opsetid("", 17)])) == {}
