@@ -233,6 +233,10 @@ def _undone(rows: list[dict], kind: str) -> int:
     return sum((r.get("undone") or {}).get(kind, 0) for r in rows)
 
 
+# families with rows of their own in the table (the rest are "real models")
+KINDS = {"node-test": "node tests", "llm": "LLM-era exports"}
+
+
 def report(rows: list[dict], table: bool) -> None:
     print(
         "\nrepaired = accepted after fix and verified against the original, with every output kept (a step that "
@@ -249,9 +253,9 @@ def report(rows: list[dict], table: bool) -> None:
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     by = defaultdict(list)
     for r in rows:
-        kind = "node tests" if r.get("family") == "node-test" else "real models"
+        kind = KINDS.get(r.get("family"), "real models")
         by[(kind, r["target"])].append(r)
-    for kind in ("real models", "node tests"):
+    for kind in ("real models", *KINDS.values()):
         for (k, target), rs in by.items():
             if k != kind:
                 continue

@@ -165,6 +165,8 @@ def seeded_inputs(
         # np.asarray: a scalar input (shape []) is a 0-d array, not a numpy scalar onnxruntime refuses
         if np_type is np.bool_:
             feeds[vi.name] = np.asarray(rng.random(shape) > 0.5)
+        elif np.issubdtype(np_type, np.integer) and vi.name == "attention_mask":
+            feeds[vi.name] = np.ones(shape, np_type)  # a transformer's mask: every token attended
         elif np.issubdtype(np_type, np.integer):
             feeds[vi.name] = np.asarray(rng.integers(0, 4, size=shape).astype(np_type))
         else:

@@ -286,7 +286,7 @@ def _reference_run(original, changed, reference, seed, dims, base_dir):
     size's failure when none runs. A decoder with a KV cache first gets related lengths (kv_cache_dims)."""
     first_error, tried = None, []
     for size in FREE_DIM_SIZES:
-        kv = kv_cache_dims(original) if size == 1 else {}
+        kv = kv_cache_dims(original)
         feeds = _seeded(original, changed, seed, {**kv, **(dims or {})}, default_dim=size)
         shapes = {k: np.shape(v) for k, v in feeds.items()}
         if tried and (shapes in tried or max(map(np.prod, shapes.values()), default=0) > FEED_LIMIT):

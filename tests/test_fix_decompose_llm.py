@@ -266,3 +266,46 @@ def test_a_decoder_with_a_kv_cache_is_verified_with_related_lengths():
     inputs[1] = _vi("attention_mask", i64, ["batch", "sequence_length"])
     g2 = helper.make_graph(nodes[:1], "kv", inputs, [_vi("p", F, None)], [axes])
     assert kv_cache_dims(helper.make_model(g2, opset_imports=[helper.make_opsetid("", 17)])) == {}
+
+
+@pytest.mark.parametrize("form", ["rotary", "plain", "no-past", "window", "separate-kv"])
+def test_group_query_attention_equals_onnxruntime(form):
+    b, s, p, n, nkv, h = 1, 3, 2, 4, 2, 16  # onnxruntime: head_size a multiple of 16
+    b = 2 if form == "no-past" else 1  # onnxruntime: batch 1 when new tokens follow a past
+    past = 0 if form == "no-past" else p
+    total = past + s
+    i32 = TensorProto.INT32
+    attrs = {"num_heads": n, "kv_num_heads": nkv, "do_rotary": int(form != "plain")}
+    if form == "window":
+        attrs["local_window_size"] = 2
+    feeds, vis = {}, []
+    if form == "separate-kv":
+        names = ["q", "k", "v"]
+        for nm, width in (("q", n * h), ("k", nkv * h), ("v", nkv * h)):
+            feeds[nm] = R.standard_normal([b, s, width]).astype(np.float32)
+            vis.append(_vi(nm, F, [b, s, width]))
+    else:
+        names = ["qkv", "", ""]
+        feeds["qkv"] = R.standard_normal([b, s, (n + 2 * nkv) * h]).astype(np.float32)
+        vis.append(_vi("qkv", F, [b, s, (n + 2 * nkv) * h]))
+    if past:
+        for nm in ("pk", "pv"):
+            feeds[nm] = R.standard_normal([b, nkv, past, h]).astype(np.float32)
+            vis.append(_vi(nm, F, [b, nkv, past, h]))
+        names += ["pk", "pv"]
+    else:
+        names += ["", ""]
+    inits = [
+        numpy_helper.from_array(np.full([b], total - 1, np.int32), "seqlens"),
+        numpy_helper.from_array(np.array(total, np.int32), "total"),
+        numpy_helper.from_array(R.standard_normal([16, h // 2]).astype(np.float32), "cos"),
+        numpy_helper.from_array(R.standard_normal([16, h // 2]).astype(np.float32), "sin"),
+    ]
+    names += ["seqlens", "total", "cos", "sin"]
+    node = helper.make_node(
+        "GroupQueryAttention", names, ["y", "pko", "pvo"], name="gqa", domain="com.microsoft", **attrs
+    )
+    outs = [_vi("y", F, [b, s, n * h]), _vi("pko", F, [b, nkv, total, h]), _vi("pvo", F, [b, nkv, total, h])]
+    m = _model(node, vis, outs, inits, opset=17, ms=True)
+    assert i32 == inits[0].data_type
+    _same_after_decompose(m, feeds, tol=1e-5)

@@ -181,7 +181,7 @@ def ms_rotary_embedding(node, facts, fresh):
 
 def _rms(b: Ops, x: str, scale: str, axis: int, eps: float, stash: int, out: str) -> str:
     """x / sqrt(mean(x^2 over [axis, rank)) + eps) * scale, in the stash type (float32 by default)."""
-    dt = _dt(b, x)
+    dt = _dt(b, scale, x)  # the scale is an initializer: typed where a contrib op's output is not
     rank = _rank(b, x)
     if axis < 0:
         if rank is None and axis != -1:
@@ -236,7 +236,7 @@ def skip_simplified_layer_normalization(node, facts, fresh):
     if bias:
         total = b.op("Add", [total, bias], "input_skip_bias", b.output(3) or None)
     eps = _attrs(node).get("epsilon", 1e-12)
-    _rms(b, total, gamma, -1, eps, _dt(b, x), node.output[0])
+    _rms(b, total, gamma, -1, eps, TensorProto.FLOAT, node.output[0])
     return b.done()
 
 
@@ -491,3 +491,122 @@ def cast_uint8_input(model: ModelProto, input: str) -> ModelProto:
         if v.name in moved:
             v.type.tensor_type.elem_type = cast.attribute[0].i
     return out
+
+
+# -- GroupQueryAttention ----------------------------------------------------------------------------------------
+
+
+def _head_size(b: Ops, query: str, heads: int, cos: str) -> int:
+    """GroupQueryAttention's head size: the query's static width over its heads, else the MatMulNBits that makes it
+    (its N), else twice the rotary cache's width."""
+    shape = b.facts.info(query).shape
+    if shape is not None and len(shape) == 3 and isinstance(shape[2], int) and shape[2] > 0:
+        return shape[2] // heads
+    p = b.facts.producer.get(query)
+    if p is not None:
+        maker = b.facts.model.graph.node[p]
+        n = next((a.i for a in maker.attribute if a.name == "N"), 0)
+        if maker.op_type == "MatMulNBits" and n:
+            return n // heads
+    width = b.facts.info(cos).shape if cos else None
+    if width is not None and isinstance(width[-1], int) and width[-1] > 0:
+        return 2 * width[-1]
+    raise b.refuse("its head size is not known", "give the query a static last dimension")
+
+
+@decomposition(MS, "GroupQueryAttention")
+def group_query_attention(node, facts, fresh):
+    """GroupQueryAttention (onnxruntime-genai's decoder layer): Q, K, V from the packed query (or the key and value
+    inputs) as heads; with do_rotary, rotated at positions seqlens_k + 1 - S + s (the caches gathered there);
+    present_key/value = past ++ new along the sequence; softmax(Q K^T * scale) V over the keys at or before each
+    query's position (and within local_window_size), K and V shared by num_heads / kv_num_heads query heads; heads
+    merged. softcap, smooth_softmax, position_ids, attention_bias and head_sink are refused."""
+    b = Ops(node, facts, fresh)
+    a = _attrs(node)
+    query, key, value, past_k, past_v, seqlens, _total, cos, sin = (b.input(i) for i in range(9))
+    if any(b.input(i) for i in (9, 10, 11)):
+        raise b.refuse("it has position_ids, attention_bias or head_sink", "only the builder's plain form")
+    if a.get("softcap", 0.0) or a.get("smooth_softmax", 0) or a.get("qk_output", 0):
+        raise b.refuse("softcap, smooth_softmax or qk_output is set", "only plain softmax attention")
+    n, nkv = a["num_heads"], a["kv_num_heads"]
+    h = _head_size(b, query, n + (2 * nkv if not key else 0), cos)
+    dt = _dt(b, cos, past_k, query)
+    if not key:  # packed [B, S, (N + 2 Nkv) H]
+        last = b.const(np.array([-1], np.int64), what="last")
+        cuts = [0, n * h, (n + nkv) * h, (n + 2 * nkv) * h]
+        q, key, value = (
+            b.op(
+                "Slice", [query, b.const(np.array([s], np.int64)), b.const(np.array([e], np.int64)), last], w
+            )
+            for s, e, w in zip(cuts, cuts[1:], ("q", "k", "v"))
+        )
+    else:
+        q = query
+    q4 = b.reshape(q, [0, 0, n, h], "q_heads")  # [B, S, N, H]
+    k4 = b.reshape(key, [0, 0, nkv, h], "k_heads")
+    v4 = b.reshape(value, [0, 0, nkv, h], "v_heads")
+    # each query's position: seqlens_k + 1 - S + s (its row's total length less the new tokens after it)
+    seq = _dim(b, q, 1, 2, "seq")
+    steps = b.op(
+        "Range",
+        [b.const(np.array(0, np.int64)), b.op("Squeeze", [seq], "seq_len"), b.const(np.array(1, np.int64))],
+        "steps",
+    )
+    last_pos = b.op(
+        "Sub", [b.cast(seqlens, TensorProto.INT64, "seqlens"), b.op("Squeeze", [seq], "s")], "first"
+    )
+    start = b.op("Add", [last_pos, b.const(np.array(1, np.int64), what="one")], "start")  # [B]
+    pos = b.op("Add", [b.unsqueeze(start, [1]), b.unsqueeze(steps, [0])], "positions")  # [B, S]
+    if a.get("do_rotary", 0):
+        at = b.op("Max", [pos, b.const(np.array(0, np.int64), what="zero_pos")], "rotary_positions")
+        cos_at = b.op("Gather", [cos, at], "cos_at", axis=0)
+        sin_at = b.op("Gather", [sin, at], "sin_at", axis=0)
+        inter = bool(a.get("rotary_interleaved", 0))
+        q4 = _rope(b, q4, cos_at, sin_at, 0, h, inter, b.name("q_rotated"))
+        k4 = _rope(b, k4, cos_at, sin_at, 0, h, inter, b.name("k_rotated"))
+    qh = b.op("Transpose", [q4], "q_bnsh", perm=[0, 2, 1, 3])
+    kh = b.op("Transpose", [k4], "k_bnsh", perm=[0, 2, 1, 3])
+    vh = b.op("Transpose", [v4], "v_bnsh", perm=[0, 2, 1, 3])
+    if past_k:
+        kh = b.op("Concat", [past_k, kh], "present_k", b.output(1) or None, axis=2)
+        vh = b.op("Concat", [past_v, vh], "present_v", b.output(2) or None, axis=2)
+    else:
+        if b.output(1):
+            kh = b.op("Identity", [kh], out=b.output(1))
+        if b.output(2):
+            vh = b.op("Identity", [vh], out=b.output(2))
+    if n != nkv:
+        rep = n // nkv
+
+        def repeat(t: str, what: str) -> str:
+            shape = b.op(
+                "Concat",
+                [
+                    _dim(b, t, 0, 2, f"{what}_bn"),
+                    b.const(np.array([rep], np.int64)),
+                    _dim(b, t, 2, 4, f"{what}_th"),
+                ],
+                f"{what}_expand_shape",
+                axis=0,
+            )
+            wide = b.op("Expand", [b.unsqueeze(t, [2], f"{what}_5d"), shape], f"{what}_wide")
+            return b.reshape(wide, [0, n, -1, h], f"{what}_repeated")
+
+        kh, vh = repeat(kh, "k"), repeat(vh, "v")
+    scale = a.get("scale", 0.0) or 1.0 / np.sqrt(h)
+    kt = b.op("Transpose", [kh], "k_t", perm=[0, 1, 3, 2])
+    scores = b.op("Mul", [b.op("MatMul", [qh, kt], "qk"), b.const(_f(scale, dt), what="scale")], "scores")
+    t_len = b.op("Squeeze", [_dim(b, kh, 2, 3, "t")], "t_len")
+    keys = b.op("Range", [b.const(np.array(0, np.int64)), t_len, b.const(np.array(1, np.int64))], "keys")
+    at_q = b.unsqueeze(pos, [2], "query_positions")  # [B, S, 1]
+    allowed = b.op("LessOrEqual", [keys, at_q], "allowed")  # [B, S, T]
+    window = a.get("local_window_size", -1)
+    if window > 0:
+        recent = b.op("Greater", [keys, b.op("Sub", [at_q, b.const(np.array(window, np.int64))])], "recent")
+        allowed = b.op("And", [allowed, recent], "in_window")
+    allowed = b.unsqueeze(allowed, [1], "allowed_heads")
+    scores = b.op("Where", [allowed, scores, b.const(_f(-np.inf, dt), what="masked")], "masked_scores")
+    probs = b.op("Softmax", [scores], "probs", axis=-1)
+    out = b.op("Transpose", [b.op("MatMul", [probs, vh], "context")], "context_bsnh", perm=[0, 2, 1, 3])
+    b.reshape(out, [0, 0, n * h], out=node.output[0])
+    return b.done()
