@@ -309,3 +309,19 @@ def test_group_query_attention_equals_onnxruntime(form):
     m = _model(node, vis, outs, inits, opset=17, ms=True)
     assert i32 == inits[0].data_type
     _same_after_decompose(m, feeds, tol=1e-5)
+
+
+def test_uint8_input_whose_shape_is_also_read_is_cast_first():
+    """torch's dynamo exporter reads the image's Shape beside the Transpose: a Shape is the same of the float."""
+    nodes = [
+        helper.make_node("Shape", ["image"], ["s"], name="shape"),
+        helper.make_node("Transpose", ["image"], ["t"], name="perm", perm=[0, 3, 1, 2]),
+        helper.make_node("Cast", ["t"], ["y"], name="cast", to=F),
+    ]
+    g = helper.make_graph(nodes, "g", [_vi("image", TensorProto.UINT8, ["N", 4, 4, 3])],
+                          [_vi("y", F, None), _vi("s", TensorProto.INT64, None)])  # fmt: skip
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    fixed = get_fix("cast_uint8_input").fn(m, input="image")
+    img = R.integers(0, 256, (2, 4, 4, 3)).astype(np.uint8)
+    for a, b in zip(_run(m, {"image": img}), _run(fixed, {"image": img})):
+        np.testing.assert_array_equal(a, b)

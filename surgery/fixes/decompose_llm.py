@@ -441,6 +441,8 @@ def _uint8_chain(
             if j in seen:
                 continue
             seen.add(j)
+            if r.op_type in ("Shape", "Size") and not r.domain:
+                continue  # reads the shape only: the same of the float tensor
             if r.op_type == "Cast" and not r.domain:
                 to = next(x.i for x in r.attribute if x.name == "to")
                 if to not in FLOATS:
