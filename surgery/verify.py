@@ -278,6 +278,14 @@ def kv_cache_dims(model: ModelProto) -> dict[str, int]:
     out = {p[2]: KV_PAST for p in past} | {mask[1]: KV_PAST + KV_SEQUENCE}
     if ids[1]:
         out[ids[1]] = KV_SEQUENCE
+    if ids[0]:
+        out[ids[0]] = 1  # onnxruntime's GroupQueryAttention takes new tokens after a past at batch 1 only
+    # a symbolic head size (onnxruntime-genai's builder: 'kv_cache_dim'): twice the width of its full-rotary
+    # cache 'cos_cache' [max_position, head / 2]
+    cos = next((t for t in model.graph.initializer if t.name == "cos_cache" and len(t.dims) == 2), None)
+    heads = {p[3] for p in past if p[3]}
+    if cos is not None and len(heads) == 1:
+        out[heads.pop()] = 2 * cos.dims[1]
     return out
 
 

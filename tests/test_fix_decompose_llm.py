@@ -259,9 +259,21 @@ def test_a_decoder_with_a_kv_cache_is_verified_with_related_lengths():
     axes = numpy_helper.from_array(np.array([1, 3], np.int64), "axes")
     g = helper.make_graph(nodes, "kv", inputs, [_vi("y", F, ["batch", "total_length"])], [axes])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    assert kv_cache_dims(m) == {"past_sequence_length": 4, "total_length": 7, "sequence_length": 3}
+    assert kv_cache_dims(m) == {
+        "past_sequence_length": 4,
+        "total_length": 7,
+        "sequence_length": 3,
+        "batch": 1,
+    }
     report = verify(m, m)
     assert report.status == "ok", report.summary()
+    # onnxruntime-genai's symbolic head size: twice its rotary cache's width
+    genai = onnx.ModelProto()
+    genai.CopyFrom(m)
+    genai.graph.input[2].type.tensor_type.shape.dim[3].dim_param = "kv_cache_dim"
+    genai.graph.initializer.append(numpy_helper.from_array(np.zeros([16, 2], np.float32), "cos_cache"))
+    assert kv_cache_dims(genai)["kv_cache_dim"] == 4
+    assert verify(genai, genai).status == "ok"
     # a model whose mask has the tokens' own length is left to the usual sizes
     inputs[1] = _vi("attention_mask", i64, ["batch", "sequence_length"])
     g2 = helper.make_graph(nodes[:1], "kv", inputs, [_vi("p", F, None)], [axes])
