@@ -337,3 +337,19 @@ def test_uint8_input_whose_shape_is_also_read_is_cast_first():
     img = R.integers(0, 256, (2, 4, 4, 3)).astype(np.uint8)
     for a, b in zip(_run(m, {"image": img}), _run(fixed, {"image": img})):
         np.testing.assert_array_equal(a, b)
+
+
+def test_gather_block_quantized_equals_onnxruntime():
+    rows, width, block = 5, 64, 32
+    packed = R.integers(0, 256, (rows, width // 2)).astype(np.uint8)
+    scales = (R.random((rows, width // block)) * 0.1).astype(np.float32)
+    inits = [numpy_helper.from_array(packed, "table"), numpy_helper.from_array(scales, "sc")]
+    node = helper.make_node(
+        "GatherBlockQuantized", ["table", "ids", "sc"], ["y"], name="gbq", domain="com.microsoft",
+        bits=4, block_size=block, gather_axis=0, quantize_axis=1,
+    )  # fmt: skip
+    m = _model(
+        node, [_vi("ids", TensorProto.INT64, [2, 3])], [_vi("y", F, [2, 3, width])], inits, opset=17, ms=True
+    )
+    fixed = _same_after_decompose(m, {"ids": R.integers(0, rows, (2, 3)).astype(np.int64)}, tol=0)
+    assert [n.op_type for n in fixed.graph.node] == ["Gather"]

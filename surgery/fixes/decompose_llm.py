@@ -612,3 +612,27 @@ def group_query_attention(node, facts, fresh):
     out = b.op("Transpose", [b.op("MatMul", [probs, vh], "context")], "context_bsnh", perm=[0, 2, 1, 3])
     b.reshape(out, [0, 0, n * h], out=node.output[0])
     return b.done()
+
+
+@decomposition(MS, "GatherBlockQuantized")
+def gather_block_quantized(node, facts, fresh):
+    """GatherBlockQuantized (onnxruntime-genai's embedding, the lm_head's int4 table shared): the constant table
+    dequantized at build time along quantize_axis (the last), blocks of block_size, (q - zero_point) * scale,
+    zero point 2^(bits-1) for packed uint8 data when absent; then a plain Gather of the float table."""
+    b = Ops(node, facts, fresh)
+    a = _attrs(node)
+    bits, block = a.get("bits", 4), a.get("block_size", 128)
+    q = b.constant(0, "data")
+    scales = b.constant(2, "scales")
+    zp = b.constant(3, "zero_points") if b.input(3) else None
+    if q.dtype != np.uint8 or bits not in (4, 8):
+        raise b.refuse("its data is not packed uint8 of 4 or 8 bits", "int4-typed data is not decomposed")
+    axis = a.get("quantize_axis", 1) % q.ndim
+    if axis != q.ndim - 1:
+        raise b.refuse("it is quantized along another axis than the last", "only the last axis is decomposed")
+    rows = int(np.prod(q.shape[:-1]))
+    width = q.shape[-1] * (8 // bits)
+    w = dequantize_nbits(q.reshape(rows, -1), scales.reshape(rows, -1), zp, width, rows, bits, block)
+    table = b.const(w.reshape(*q.shape[:-1], width), what="table")
+    b.op("Gather", [table, b.input(1)], out=node.output[0], axis=a.get("gather_axis", 0))
+    return b.done()
