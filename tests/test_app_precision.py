@@ -62,3 +62,31 @@ def test_inputs_that_cannot_be_used_are_one_message(page):
     at.run()
     assert not at.exception, at.exception
     assert len(at.error) >= 1 and any("random" in e.value for e in at.error)
+
+
+def test_the_search_colours_the_workbench_graph(page):
+    """After a search, the workbench can colour the graph by it: the kept nodes red (rejected-coloured, each with
+    why and its numbers in its tooltip), the reduced ones green."""
+    from surgery.view import status_of
+
+    at = page
+    at.button(key="precision-run").click()
+    at.run()
+    outcome = at.session_state["precision_outcome"][1]
+    kept = {k.key for k in outcome.kept}
+    at.switch_page("pages/workbench.py")
+    at.run()
+    label = "fp16 emulation: kept in float32"
+    assert label in at.selectbox(key="color_by").options
+    at.selectbox(key="color_by").set_value(label)
+    at.run()
+    assert not at.exception, at.exception
+    from markdown_shown import shown
+
+    said = [shown(c.value) for c in at.caption if "emulation (the Precision page)" in shown(c.value)]
+    assert said and f"{len(kept)} node(s) kept in float32 (red)" in said[0], said
+    from surgery.usecases.precision import colouring
+
+    by = colouring(outcome).by_node()
+    assert {k for k, v in by.items() if status_of(v) == "rejected"} == kept
+    assert "ln/square" in kept and "kept in float32 (overflow)" in by["ln/square"].explanation

@@ -100,19 +100,28 @@ with head:
         for b in s.targets[i + 1 :]
         if a in by_target and b in by_target
     }
+    held = s.get("precision_outcome")  # the Precision page's search, for this very model
+    emulated = {}
+    if held is not None and held[0] == adapter.fingerprint():
+        emulated = {f"{held[1].precision} emulation: kept in float32": held[1]}
     color_by = top[0].selectbox(
         "Colour by",
-        [*s.targets, *pairs] or ["(no target)"],
+        [*s.targets, *pairs, *emulated] or ["(no target)"],
         key="color_by",
         on_change=adapter.remember_session,  # kept with the session: a reload colours as before
         help="which target's verdicts colour the graph; 'A → B': what changes from target A to target B "
         "(red: refused by B, not by A; green: accepted by B, refused by A; grey: no change), as "
-        "`onnx-surgery upgrade --from A --to B` lists it",
+        "`onnx-surgery upgrade --from A --to B` lists it; after a search on the Precision page, the nodes it "
+        "keeps in float32",
     )
     if color_by in pairs:
         from surgery.usecases.upgrade import changes_report
 
         report = changes_report(*pairs[color_by])
+    elif color_by in emulated:
+        from surgery.usecases.precision import colouring
+
+        report = colouring(emulated[color_by])
     else:
         report = by_target.get(color_by)
     verdicts = report.by_node() if report else {}
@@ -179,8 +188,11 @@ with head:
             st.caption("  \n".join(rows) + ("  \n…" if len(hits) > 6 else ""))
         else:
             st.caption(f"no node name or op contains “{md_escape(query)}”")
+    hovered = (
+        [*reports, report] if color_by in emulated else reports
+    )  # the emulation's numbers in the tooltips
     view = graph_view.view(
-        report, reports, s.selected if focus and s.selected in facts.index else None, int(hops)
+        report, hovered, s.selected if focus and s.selected in facts.index else None, int(hops)
     )
     options = graph_view.compare_options()
     side_by_side = False
@@ -202,6 +214,14 @@ with head:
         else:
             side_by_side = False
     counts = view.counts()
+    if color_by in emulated:
+        o = emulated[color_by]
+        st.caption(
+            md_escape(
+                f"{o.precision} emulation (the Precision page): {len(o.kept)} node(s) kept in float32 (red), the "
+                f"rest in {o.precision} (green); grey: no float math. Hover a node for its range and its error alone"
+            )
+        )
     if color_by in pairs:
         a, b = pairs[color_by]
         gained = sum(v.status.value == "supported" for v in report.verdicts)

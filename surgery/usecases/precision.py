@@ -103,6 +103,32 @@ class PrecisionOutcome:
         }
 
 
+def colouring(outcome: PrecisionOutcome):
+    """A Report that colours a graph by the search: red where a node is kept in float32 (with why, its range and
+    its error alone), green where it runs reduced; nodes without float math are left uncoloured."""
+    from surgery.verdict import Evidence, Report, Status, Verdict
+
+    fmt = outcome.precision
+    verdicts = []
+    for n in outcome.nodes:
+        alone = n.get("sensitivity")
+        said = f"max |value| {n['max_abs']:.3g} ({n['of_limit']:.0%} of {fmt}'s range)" + (
+            f", output error when it alone runs in {fmt}: {alone:.2e}" if alone is not None else ""
+        )
+        kept = bool(n["kept"])
+        verdicts.append(
+            Verdict(
+                n["key"],
+                -1,
+                n["op_type"],
+                Status.REJECTED if kept else Status.SUPPORTED,
+                explanation=(f"kept in float32 ({n['reason']}): " if kept else f"runs in {fmt}: ") + said,
+                evidence=Evidence("emulation", f"{fmt} emulated on the CPU (surgery/emulate.py)"),
+            )
+        )
+    return Report(f"precision:{fmt}", f"{fmt} emulation", "", verdicts)
+
+
 def layer_precisions(keys: list[str], precision: str) -> str:
     """The keep set as trtexec flags for a weakly typed TensorRT build (the ONNX parser names each layer after
     its node): `--fp16 --precisionConstraints=obey --layerPrecisions=a:fp32,b:fp32`. INT8: `--int8` with the same
