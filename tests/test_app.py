@@ -96,6 +96,10 @@ def test_build_page_builds_on_onnxruntime_and_shows_numbers():
     assert not at.exception
     assert any("onnxruntime" in s.value and "built" in s.value for s in at.success)
     assert at.dataframe[0].value.loc["onnxruntime", "worst mean rel error"] < 1e-6
+    assert at.dataframe[0].value.loc["onnxruntime", "timed runs"] <= 3
+    at.selectbox(key="build_precision").set_value("fp16")
+    at.run()
+    assert not at.exception, at.exception  # fp16 offers the Precision page (st.page_link) beside the build
 
 
 def test_apply_undo_redo_through_the_workbench():

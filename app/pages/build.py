@@ -62,6 +62,14 @@ if "tvm" in backends:
         "kept in ~/.cache/onnx-surgery/tvm-tuning and reused by the next build, which then runs no new trials.",
     )
 calibrate = precision == CALIBRATE
+if precision in ("fp16", "bf16", "int8") or calibrate:
+    # a backend's own numbers can hide what breaks (onnxruntime's CPU runs many fp16 ops in fp32): the emulation
+    # node by node, with the nodes to keep in float32 coloured on the graph, is one page away
+    st.page_link(
+        "pages/precision.py",
+        label="Which nodes break accuracy at this precision? The Precision page finds them and keeps them in fp32",
+        icon=":material/tune:",
+    )
 upload = None
 if calibrate:
     st.caption(
