@@ -179,3 +179,22 @@ def test_output_is_never_the_input(tmp_path):
     src = tmp_path / "ln.onnx"
     onnx.save(layernorm(), src)
     assert main(["precision", str(src), "--fp16", "-o", str(src)]) == 2
+
+
+@pytest.mark.skipif(
+    not __import__("importlib").util.find_spec("tensorrt_rtx"), reason="TensorRT-RTX is not installed"
+)
+def test_the_mixed_model_builds_strongly_typed_with_tensorrt_rtx(tmp_path):
+    """TensorRT-RTX builds strongly typed, as TensorRT 11 does: the casts `precision` writes are what it honours.
+    Its ahead-of-time build runs without a GPU (the engine cannot run here)."""
+    from surgery.backends.base import BuildOptions
+    from surgery.builders import build_model
+
+    src = tmp_path / "ln.onnx"
+    onnx.save(layernorm(), str(src))
+    assert main(["precision", str(src), "--fp16", "-o", str(tmp_path / "mixed.onnx")]) == 0
+    mixed = onnx.load(str(tmp_path / "mixed.onnx"))
+    assert any(n.op_type == "Cast" for n in mixed.graph.node)
+    report = build_model("tensorrt", mixed, BuildOptions(out_dir=str(tmp_path / "engine")))
+    assert report.ok, report.error
+    assert report.artifact and (tmp_path / "engine").is_dir()
