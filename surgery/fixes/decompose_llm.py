@@ -50,6 +50,20 @@ def _dim(b: Ops, x: str, start: int, end: int, what: str) -> str:
     return b.slice(b.op("Shape", [x], f"{what}_shape"), [start], [end], [0], what)
 
 
+def _repeat_heads(b: Ops, t: str, rep: int, heads: int, head: int, what: str) -> str:
+    """[B, KV, T, H] -> [B, KV * rep, T, H], each key/value head repeated `rep` times in place (grouped-query
+    attention: query head i reads kv head i // rep)."""
+    t5 = b.unsqueeze(t, [2], f"{what}_5d")
+    shape = b.op(
+        "Concat",
+        [_dim(b, t, 0, 2, f"{what}_bn"), b.const(np.array([rep], np.int64)), _dim(b, t, 2, 4, f"{what}_th")],
+        f"{what}_expand_shape",
+        axis=0,
+    )
+    wide = b.op("Expand", [t5, shape], f"{what}_wide")
+    return b.reshape(wide, [0, heads, -1, head], f"{what}_repeated")
+
+
 # -- rotary embedding -----------------------------------------------------------------------------------------
 
 
@@ -269,22 +283,7 @@ def attention(node, facts, fresh):
     if nq != nk:
         rep = nq // nk
 
-        def repeat(t: str, what: str) -> str:
-            t5 = b.unsqueeze(t, [2], f"{what}_5d")
-            shape = b.op(
-                "Concat",
-                [
-                    _dim(b, t, 0, 2, f"{what}_bn"),
-                    b.const(np.array([rep], np.int64)),
-                    _dim(b, t, 2, 4, f"{what}_th"),
-                ],
-                f"{what}_expand_shape",
-                axis=0,
-            )
-            wide = b.op("Expand", [t5, shape], f"{what}_wide")
-            return b.reshape(wide, [0, nq, -1, head], f"{what}_repeated")
-
-        k, v = repeat(k, "k"), repeat(v, "v")
+        k, v = _repeat_heads(b, k, rep, nq, head, "k"), _repeat_heads(b, v, rep, nq, head, "v")
     scale = a.get("scale", 1.0 / np.sqrt(head))
     kt = b.op("Transpose", [k], "k_t", perm=[0, 1, 3, 2])
     scores = b.op("Mul", [b.op("MatMul", [q, kt], "qk"), b.const(_f(scale, dt), what="scale")], "scores")
@@ -580,21 +579,7 @@ def group_query_attention(node, facts, fresh):
     if n != nkv:
         rep = n // nkv
 
-        def repeat(t: str, what: str) -> str:
-            shape = b.op(
-                "Concat",
-                [
-                    _dim(b, t, 0, 2, f"{what}_bn"),
-                    b.const(np.array([rep], np.int64)),
-                    _dim(b, t, 2, 4, f"{what}_th"),
-                ],
-                f"{what}_expand_shape",
-                axis=0,
-            )
-            wide = b.op("Expand", [b.unsqueeze(t, [2], f"{what}_5d"), shape], f"{what}_wide")
-            return b.reshape(wide, [0, n, -1, h], f"{what}_repeated")
-
-        kh, vh = repeat(kh, "k"), repeat(vh, "v")
+        kh, vh = _repeat_heads(b, kh, rep, n, h, "k"), _repeat_heads(b, vh, rep, n, h, "v")
     scale = a.get("scale", 0.0) or 1.0 / np.sqrt(h)
     kt = b.op("Transpose", [kh], "k_t", perm=[0, 1, 3, 2])
     scores = b.op("Mul", [b.op("MatMul", [qh, kt], "qk"), b.const(_f(scale, dt), what="scale")], "scores")
