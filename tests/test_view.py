@@ -320,3 +320,23 @@ def test_diff_overlays_removed_and_added_nodes_around_a_step():
     pos = {n.id: (n.x, n.y) for n in view.nodes}
     assert all(pos[n.id] == (n.x, n.y) for n in right.nodes)
     assert all(a in pos and b in pos for a, b in right.edges) and len(right.routes) == len(right.edges)
+
+
+def test_a_compared_step_draws_no_node_without_an_edge():
+    """The before/after overlay of a fold (the Resize lesson's step) draws what changed and its neighbours, each
+    tied to the drawing: no graph input or constant left hanging on its own."""
+    from surgery.rulebook import load_rules, propose
+    from surgery.samples import sample_path
+    from surgery.view import diff_view
+    from surgery.workspace import Workspace
+
+    ws = Workspace.open(sample_path("resize_scales_chain"))
+    (fold,) = [
+        p
+        for p in propose(ws.current, load_rules(), ["tensorrt-static@8.2"])
+        if p.rule.id == "fold-resize-scales"
+    ]
+    ws.apply(fold.step)
+    payload = diff_view(GraphFacts.of(ws.model_at(0)), GraphFacts.of(ws.current)).payload()
+    tied = {e["from"] for e in payload["edges"]} | {e["to"] for e in payload["edges"]}
+    assert payload["nodes"] and [n["id"] for n in payload["nodes"] if n["id"] not in tied] == []
