@@ -1100,6 +1100,7 @@ def make_split(target: str, min_nodes: int, progress=None) -> None:
             depth=depth(),
             base_dir=ws.original.base_dir,
             progress=progress,
+            source=state().model_name,  # plan.json says which model it splits, as the CLI's does
         )
     except (SplitError, UnknownBackend) as exc:
         plan = str(exc)

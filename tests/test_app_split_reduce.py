@@ -81,6 +81,7 @@ def test_split_on_a_rejected_sample_shows_parts_backends_verification_and_a_zip_
     )
     written = json.loads(archive.read("plan.json"))
     assert [(p["backend"], p["file"]) for p in written["parts"]] == [(p.backend, p.file) for p in plan.parts]
+    assert written["source"] == at.session_state["model_name"]  # which model it splits, as the CLI says
     assert written["verification"]["status"] == "reproduces"
     # the parts, run one after the other from the zip, give the original's output
     import onnxruntime as ort
