@@ -118,19 +118,10 @@ def draft_rule(
     return path, text, load_rule_text(text, str(path))  # validated before anything is written
 
 
-def rule_from_step(
-    model: ModelProto,
-    step: Step,
-    node_key: str,
-    rules_dir: str | Path,
-    id: str | None = None,
-    title: str | None = None,
-    targets: dict[str, str] | None = None,
-    base_dir=None,
-):
-    """Write a rule file for `step` as applied to `node_key` of `model` (draft_rule); return (path, matching
-    node keys)."""
-    path, text, _ = draft_rule(model, step, node_key, rules_dir, id, title, targets, base_dir)
+def rule_from_step(model: ModelProto, step: Step, node_key: str, rules_dir: str | Path, **options):
+    """Write a rule file for `step` as applied to `node_key` of `model` (draft_rule, with its options: id, title,
+    targets, base_dir); return (path, matching node keys)."""
+    path, text, _ = draft_rule(model, step, node_key, rules_dir, **options)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     rule = load_rule(path)
