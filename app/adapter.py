@@ -15,7 +15,27 @@ from surgery.samples import DEFAULT_SAMPLE, lessons, sample_path
 from surgery.text import size_text
 from surgery.workspace import Workspace
 
+# Targets a new session checks: the live parser where it runs (its own words), the predictor for the TensorRT
+# version most deployments run, and onnxruntime; $ONNX_SURGERY_TARGETS (comma-separated) names others.
 DEFAULT_TARGETS = ["tensorrt-static@10.15", "onnxruntime"]
+
+
+def default_targets() -> list[str]:
+    """The targets a new session starts with (see DEFAULT_TARGETS); the live parser first where it runs here."""
+    named = [t.strip() for t in os.environ.get("ONNX_SURGERY_TARGETS", "").split(",") if t.strip()]
+    if named:  # `onnx-surgery app -t ...` checked them before the server started
+        return named
+    return (["tensorrt"] if live_parser_runs() else []) + list(DEFAULT_TARGETS)
+
+
+@st.cache_resource(show_spinner=False)
+def live_parser_runs() -> bool:
+    from surgery.backends import get_backend
+
+    try:
+        return get_backend("tensorrt").availability().ok
+    except Exception:  # noqa: BLE001 - a backend that cannot be constructed is not a default
+        return False
 
 
 def user_rules_dir() -> Path:
@@ -39,7 +59,7 @@ def ensure_state() -> None:
         _session_in_url()
         return
     start = os.environ.get("ONNX_SURGERY_START_MODEL")
-    s.targets = list(DEFAULT_TARGETS)
+    s.targets = default_targets()
     s.selected = None
     s.last_applied = None
     s.error = None

@@ -507,6 +507,9 @@ def test_the_banner_shows_a_parsers_bare_words_beside_our_explanation(two_quanti
     """TensorRT's parser says only "false" for an op its table lists as N: the banner quotes it (recorded, not
     this run's) and says why in our words, once for the two nodes it was said of."""
     monkeypatch.setenv("ONNX_SURGERY_START_MODEL", str(two_quantizers))
+    monkeypatch.setenv(
+        "ONNX_SURGERY_TARGETS", "tensorrt-static@10.15,onnxruntime"
+    )  # the predictor's recorded words
     at = run_page()
     for _ in range(4):  # each target is checked in a run of its own
         if any("TensorRT 10.15" in e.value for e in at.error):
@@ -749,3 +752,18 @@ def test_the_server_can_open_on_a_lesson(monkeypatch):
     assert at.session_state["selected"] == "/up/Resize"
     assert "tensorrt-static@8.2" in at.session_state["targets"]
     assert any("rejects 1 of 12 node(s)" in shown(m.value) for m in at.markdown)
+
+
+def test_a_new_session_checks_with_the_live_parser_where_it_runs(monkeypatch):
+    """The live parser is a default target where it runs here (its own words beside the predictor's), and
+    `onnx-surgery app -t` (ONNX_SURGERY_TARGETS) replaces the defaults."""
+    monkeypatch.syspath_prepend(str(Path(MAIN).parent))
+    import adapter
+
+    monkeypatch.delenv("ONNX_SURGERY_TARGETS", raising=False)
+    at = run_page()
+    live = adapter.live_parser_runs()
+    assert ("tensorrt" in at.session_state["targets"]) == live
+    assert at.session_state["targets"][live:] == adapter.DEFAULT_TARGETS
+    monkeypatch.setenv("ONNX_SURGERY_TARGETS", "openvino,tensorrt-static@8.6")
+    assert run_page().session_state["targets"] == ["openvino", "tensorrt-static@8.6"]

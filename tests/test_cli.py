@@ -1,8 +1,10 @@
 """The CLI end to end: check (text/json/sarif, exit codes), targets, fix (writes a new file and a recipe)."""
 
 import json
+import os
 
 import onnx
+import pytest
 
 from surgery.cli import main
 
@@ -114,6 +116,23 @@ def test_app_command_passes_the_model_and_limits_to_streamlit(sample_dir):
         cmd[cmd.index("--server.maxUploadSize") + 1] == "68" and cmd[cmd.index("--server.port") + 1] == "9999"
     )
     assert env["ONNX_SURGERY_UPLOAD_LIMIT"] == str(64 << 20)
+    assert (
+        "ONNX_SURGERY_TARGETS" not in env or env["ONNX_SURGERY_TARGETS"] == os.environ["ONNX_SURGERY_TARGETS"]
+    )
+
+
+def test_app_command_checks_its_targets_before_the_server_starts():
+    import argparse
+
+    from surgery.cli.app_cmd import build_command
+
+    args = argparse.Namespace(model=None, port=1, address="x", models_dir=None, upload_limit="1MiB")
+    args.target = ["tensorrt-static@8.6", "openvino"]
+    _, env = build_command(args)
+    assert env["ONNX_SURGERY_TARGETS"] == "tensorrt-static@8.6,openvino"
+    args.target = ["tensorrt-static@8.6", "tensorrt-stattic@10.15"]
+    with pytest.raises(ValueError, match="unknown target 'tensorrt-stattic@10.15'"):
+        build_command(args)
 
 
 def test_the_house_has_no_circle_and_every_arrow_points_down():

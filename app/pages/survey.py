@@ -99,7 +99,7 @@ if adapter.models_dir() is not None:
     with st.expander("Run a survey", expanded="survey_report" not in s):
         folder = st.text_input(f"Folder under {adapter.models_dir()}", key="survey_folder")
         targets = st.multiselect(
-            "Targets", adapter.target_options(), default=adapter.DEFAULT_TARGETS, key="survey_targets"
+            "Targets", adapter.target_options(), default=adapter.default_targets(), key="survey_targets"
         )
         fix = st.checkbox("Fix what a target rejects (--fix)", key="survey_fix")
         workers = st.number_input("Workers", 1, 16, 1, key="survey_workers")

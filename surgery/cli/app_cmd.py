@@ -35,6 +35,14 @@ def add_parser(sub):
     p.add_argument("--address", default="localhost")
     p.add_argument("--models-dir", help="allow opening server paths under this folder")
     p.add_argument(
+        "--target",
+        "-t",
+        action="append",
+        default=None,
+        help="check against these targets (repeat; default: the live parser where it runs, "
+        "tensorrt-static@10.15 and onnxruntime)",
+    )
+    p.add_argument(
         "--lesson",
         metavar="NAME",
         help="open on a teaching case instead (its model, its target, its node): e.g. resize_scales_chain",
@@ -75,6 +83,12 @@ def build_command(args) -> tuple[list[str], dict[str, str]]:
         if args.lesson not in names:
             raise ValueError(f"--lesson '{args.lesson}': no such lesson. Note: lessons: {', '.join(names)}")
         env["ONNX_SURGERY_START_LESSON"] = args.lesson
+    if getattr(args, "target", None):
+        from surgery.backends import get_backend
+
+        for target in args.target:
+            get_backend(target)  # an unknown target fails here, with its one-line message (exit 2)
+        env["ONNX_SURGERY_TARGETS"] = ",".join(args.target)
     limit = upload_limit(args)
     env["ONNX_SURGERY_UPLOAD_LIMIT"] = str(limit)
     cmd = [
