@@ -189,7 +189,7 @@ def read_ahead(path: str) -> None:
 
 def _read(path: Path) -> _ReadAhead:
     from surgery.graph import GraphFacts
-    from surgery.view import structure
+    from surgery.view.draw import structure
 
     ahead = _ReadAhead(path)
     ahead.model = load_model(path, content_hash=True)
@@ -501,7 +501,7 @@ def _background(fp: str, _declared, _path):
     selected node's fixes need (the rules; the rule context's foldable set, ~0.4 s). Returns the Futures of the
     shapes and of the fixes' preparation."""
     from surgery.graph import infer_in_worker
-    from surgery.view import search_index
+    from surgery.view.find import search_index
 
     _SHAPES.submit(search_index, _declared)
     shapes = _SHAPES.submit(infer_in_worker, _declared, path=_path)
@@ -749,9 +749,9 @@ def reports(targets: list[str] | None = None):
 @st.cache_resource(show_spinner=False)
 def lesson_failure(name: str):
     """What the lesson's backend says about its model (a Verdict, a Message, or None), from a real check."""
-    from surgery.samples import SAMPLES
+    from surgery.usecases.lesson import failure
 
-    return SAMPLES[name][1].failure()
+    return failure(name)
 
 
 @st.cache_resource(show_spinner=False)
@@ -1044,8 +1044,8 @@ def draft_rule(n: int, node_key: str):
 
 @st.cache_resource(show_spinner=False, max_entries=16)
 def walkthrough(name: str):
-    """The lesson run end to end by the library (surgery.samples.walk_through), once per server."""
-    from surgery.samples import walk_through
+    """The lesson run end to end by the library (surgery.usecases.lesson.walk_through), once per server."""
+    from surgery.usecases.lesson import walk_through
 
     return walk_through(name, builtin_rules())
 
@@ -1060,7 +1060,7 @@ def backends_here():
 
 def buildable() -> tuple[list[str], dict[str, str]]:
     """Backends with a builder that work here, and why the others do not."""
-    from surgery.builders import BUILDERS
+    from surgery.backends.build import BUILDERS
 
     ok, why = [], {}
     for bid, _label, _version, avail in backends_here():

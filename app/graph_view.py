@@ -11,7 +11,7 @@ import streamlit as st
 def _structure(
     fp: str, focus: str | None, hops: int, scope: str | None, context: str | None, typed: bool, _facts
 ):
-    from surgery.view import structure
+    from surgery.view.draw import structure
 
     if focus is None and scope is None:
         ready = adapter.first_view(_facts)  # the start model's, read ahead by the server
@@ -22,7 +22,7 @@ def _structure(
 
 @st.cache_resource(show_spinner=False, max_entries=48)
 def _painted(fp: str, layout: tuple, target: str | None, targets: tuple, _view, _facts, _verdicts, _reports):
-    from surgery.view import paint
+    from surgery.view.draw import paint
 
     return paint(_view, _facts, _verdicts, _reports)
 
@@ -72,7 +72,7 @@ def go_to(depth: int) -> None:
 @st.cache_resource(show_spinner=False, max_entries=8)
 def _diff(fp_before: str, fp_after: str, target: str | None, _before, _after, _verdicts, _reports):
     from surgery.graph import GraphFacts
-    from surgery.view import diff_view
+    from surgery.view.draw import diff_view
 
     return diff_view(GraphFacts.of(_before), GraphFacts.of(_after), _verdicts, reports=_reports)
 

@@ -28,7 +28,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from surgery.backends.base import BuildOptions
-from surgery.builders import build_ladder, build_model
+from surgery.backends.build import build_ladder, build_model
 
 BACKENDS = ["onnxruntime", "openvino", "tvm", "tensorrt"]
 CORPUS = Path(os.environ.get("ONNX_SURGERY_CORPUS", "~/.cache/onnx-surgery/corpus")).expanduser()

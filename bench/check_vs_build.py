@@ -24,7 +24,7 @@ CORPUS = Path(os.environ.get("ONNX_SURGERY_CORPUS", "~/.cache/onnx-surgery/corpu
 
 def main() -> None:
     from surgery.backends.base import BuildOptions
-    from surgery.builders import build_model
+    from surgery.backends.build import build_model
     from surgery.diagnose import check_one, clear_cache
     from surgery.model import load_model
     from surgery.verdict import Outcome

@@ -43,7 +43,7 @@ def first_drawing(path: Path):
     import onnx
 
     from surgery.graph import GraphFacts
-    from surgery.view import structure
+    from surgery.view.draw import structure
 
     model = onnx.load(str(path), load_external_data=False)
     view = structure(GraphFacts.of(model), engine="builtin")

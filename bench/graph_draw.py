@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "app"))
 from graph_component import CSS, HTML, _vis_source, js_body  # noqa: E402
 
 from surgery.graph import GraphFacts  # noqa: E402
-from surgery.view import build_view  # noqa: E402
+from surgery.view.draw import build_view  # noqa: E402
 
 ARGS = [*BROWSER_ARGS, "--enable-precise-memory-info"]
 

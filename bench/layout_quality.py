@@ -103,7 +103,7 @@ def main() -> None:
     import onnx
 
     from surgery.graph import GraphFacts
-    from surgery.view import structure
+    from surgery.view.draw import structure
 
     ap = argparse.ArgumentParser()
     ap.add_argument("models", nargs="*", type=Path)

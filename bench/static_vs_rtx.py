@@ -6,7 +6,7 @@ Models: every node-test model the onnx package generates, split by a fixed seed 
 held-out part (`split_of`: a third held out), and with --corpus the real models of the corpus
 (bench/corpus/build.py; its manifest's own tune/holdout split).
 
-The live side is TensorRT-RTX through the same worker the `tensorrt` backend uses (surgery.backends.tensorrt_worker):
+The live side is TensorRT-RTX through the same worker the `tensorrt` backend uses (surgery.backends.tensorrt.worker):
 every node gets a verdict (the parser is re-run on what is left after each refusal). With --build, models the
 parser accepts are built as well (no optimization profile, as `onnx-surgery build` does without --profile).
 The predictor is called on the same models at depth parse, and at depth build for the build comparison.
@@ -48,7 +48,7 @@ CORPUS = Path(os.environ.get("ONNX_SURGERY_CORPUS", "~/.cache/onnx-surgery/corpu
 WORKER = r"""
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from surgery.backends.tensorrt_worker import build_error, check, import_trt
+from surgery.backends.tensorrt.worker import build_error, check, import_trt
 build = sys.argv[2] == "1"
 trt, flavour = import_trt()
 
@@ -108,7 +108,7 @@ def live_results(paths: list[str], build: bool, batch: int, timeout: float) -> d
 def _judgeable(model: onnx.ModelProto, live: dict) -> tuple[set[int], set[int], set[int]]:
     """(refused, accepted, left out) node indices on the live side; plugin-only refusals and nodes fed by a
     refused node are left out."""
-    from surgery.backends.tensorrt import TensorRTBackend
+    from surgery.backends.tensorrt.live import TensorRTBackend
 
     caveat = TensorRTBackend()._rtx_caveat
     refused, accepted, out = set(), set(), set()
@@ -187,7 +187,7 @@ def corpus_models() -> list[tuple[str, str, str, str]]:
 
 
 def main() -> None:
-    from surgery.backends.tensorrt_static import make
+    from surgery.backends.tensorrt.predictor import make
     from surgery.model import load_model
     from surgery.verdict import Stage
 

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import onnx
 
-from surgery.backends.base import where_said
 from surgery.samples import SAMPLES, build, lessons
+from surgery.usecases.lesson import failure as lesson_failure
+from surgery.verdict import where_said
 
 HERE = Path(__file__).resolve().parent
 
@@ -21,7 +22,7 @@ def lessons_markdown() -> str:
         "",
     ]
     for lesson in lessons():
-        failure = lesson.failure()
+        failure = lesson_failure(lesson)
         said = []
         if failure is not None and failure.words:
             where = f" ({where_said(failure.words_from)})" if where_said(failure.words_from) else ""

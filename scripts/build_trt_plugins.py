@@ -1,4 +1,4 @@
-"""Remake surgery/backends/data/tensorrt/plugins.json: TensorRT's standard plugin library, version by version.
+"""Remake surgery/backends/tensorrt/data/plugins.json: TensorRT's standard plugin library, version by version.
 
     python scripts/build_trt_plugins.py /path/to/a/clone/of/NVIDIA/TensorRT
 
@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "surgery" / "backends" / "data" / "tensorrt" / "plugins.json"
+OUT = ROOT / "surgery" / "backends" / "tensorrt" / "data" / "plugins.json"
 UPSTREAM = "https://github.com/NVIDIA/TensorRT"
 # the predictor's versions -> the release branch of NVIDIA/TensorRT read for it
 READ = {v: f"release/{v}" for v in ["8.0", "8.2", "8.4", "8.5", "8.6", "9.0", "9.1", "9.2", "9.3"]}

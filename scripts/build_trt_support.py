@@ -1,8 +1,8 @@
-"""Remake surgery/backends/data/tensorrt_support.json from onnx-tensorrt's per-version operator tables.
+"""Remake surgery/backends/tensorrt/data/tensorrt_support.json from onnx-tensorrt's per-version operator tables.
 
     python scripts/build_trt_support.py
 
-It reads only files of this repository: surgery/backends/data/tensorrt/upstream/operators-<tag>.md, one
+It reads only files of this repository: surgery/backends/tensorrt/data/upstream/operators-<tag>.md, one
 docs/operators.md per onnx-tensorrt branch, each with the URL and ref it came from on its first line. Each
 TensorRT version the predictor knows maps to the table of the nearest branch at or before it; the output stores
 each distinct table once ("tables") and, per version, which table it uses, from where, and the opset range.
@@ -15,8 +15,8 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT / "surgery" / "backends" / "data"
-UPSTREAM_DIR = DATA / "tensorrt" / "upstream"
+DATA = ROOT / "surgery" / "backends" / "tensorrt" / "data"
+UPSTREAM_DIR = DATA / "upstream"
 OUT = DATA / "tensorrt_support.json"
 UPSTREAM = "onnx/onnx-tensorrt docs/operators.md"
 # releases after the newest tag read here: their notes as published on the release page (the same text as
@@ -190,7 +190,7 @@ def upstream_ref(path: Path) -> str:
 def main() -> None:
     data = {
         "_about": "Operator tables of the TensorRT ONNX parser by version, each distinct table once. Regenerate "
-        "with scripts/build_trt_support.py from surgery/backends/data/tensorrt/upstream/; every entry names its "
+        "with scripts/build_trt_support.py from surgery/backends/tensorrt/data/upstream/; every entry names its "
         "source.",
         "tables": {},
         "versions": {},

@@ -3,9 +3,9 @@ backend's exact words instead of ours.
 
     python scripts/record_trt_words.py
 
-Reads surgery/backends/data/tensorrt/checks.yaml, builds every fixture marked `reproduces_on_rtx`, runs it
+Reads surgery/backends/tensorrt/data/checks.yaml, builds every fixture marked `reproduces_on_rtx`, runs it
 through the installed TensorRT-RTX (parse; and build for stage-build checks) and writes
-surgery/backends/data/tensorrt/recorded-tensorrt-rtx.json: per check id the error's code, function, node name
+surgery/backends/tensorrt/data/recorded-tensorrt-rtx.json: per check id the error's code, function, node name
 and text exactly as the parser printed it (only the line TensorRT-RTX appends without a GPU is removed, as the
 live backend does). A fixture that the parser accepts is listed under "not_reproduced" rather than recorded.
 """
@@ -20,8 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from surgery.backends.tensorrt_static import CHECKS_PATH, RECORDED_PATH, fixture_model, load_checks  # noqa: E402
-from surgery.backends.tensorrt_worker import build_error, parse  # noqa: E402
+from surgery.backends.tensorrt.predictor import CHECKS_PATH, RECORDED_PATH, fixture_model, load_checks  # noqa: E402
+from surgery.backends.tensorrt.worker import build_error, parse  # noqa: E402
 
 
 def main() -> None:

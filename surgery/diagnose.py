@@ -96,7 +96,7 @@ def default_depth(target: str) -> Stage:
 def _build_stage(report: Report, model: ModelProto, backend, base_dir) -> None:
     """Build what parsed, as `onnx-surgery build` does (no timing runs): a failure becomes the verdict of the node
     the builder names, or a model-level error, in the builder's words, at stage build."""
-    from surgery.builders import build_model
+    from surgery.backends.build import build_model
 
     built = build_model(backend.id, model, BuildOptions(measure=False), base_dir=base_dir)
     report.backend_calls += 1

@@ -541,7 +541,7 @@ def strip_qdq(model: ModelProto) -> tuple[ModelProto, bool]:
 
 def compare(original: ModelProto, quantized: ModelProto, calib: Calibration, samples: int = COMPARE_SAMPLES):
     """INT8 against float32 on the first `samples` calibration samples, in onnxruntime: per output the max abs
-    error and the relative error distribution over every element of every sample (surgery.builders.measure's
+    error and the relative error distribution over every element of every sample (surgery.backends.measure's
     `accuracy`, surgery.verify's definitions). Returns (output -> numbers, samples used)."""
     from surgery.ort import make_session
     from surgery.verify import accuracy

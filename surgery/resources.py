@@ -30,3 +30,13 @@ def installed_in_site_packages() -> bool:
     """Whether `surgery` is imported from a site-packages folder (a child process finds it there by itself)."""
     sites = [*site.getsitepackages(), site.getusersitepackages()]
     return any(Path(s).resolve() == IMPORT_ROOT for s in sites if s)
+
+
+def package_version() -> str:
+    """The installed distribution's version ("dev" in a checkout that was never installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("onnx-surgery")
+    except PackageNotFoundError:
+        return "dev"

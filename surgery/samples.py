@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import onnx
@@ -35,16 +34,6 @@ class Lesson:
     rule: str | None  # id of the built-in rule that fixes it
     node: str | None  # name of the node that fails
     depth: str = "parse"  # the check depth at which the backend refuses (build: the builder, not the parser)
-
-    def failure(self):
-        """What the backend says about the lesson's model, from a real check (the Verdict of the lesson's node, or
-        the report's first error message; None for a healthy model). Words are only ever the backend's own."""
-        from surgery.diagnose import check_one
-
-        report = check_one(build(self.name), self.backend, depth=self.depth)
-        if self.node is not None:
-            return report.by_node().get(self.node)
-        return next(iter(report.errors), None)
 
 
 def _init(name: str, array) -> T:
@@ -592,55 +581,3 @@ def sample_path(name: str) -> Path:
 
 
 DEFAULT_SAMPLE = "healthy_cnn"
-
-
-@dataclass
-class Walkthrough:
-    """A lesson run end to end by the library on a fresh workspace: the broken model's report and its verdict on
-    the failing node, the rule's proposal (with the values it asks for, from the rule's example), the step
-    applied and verified (`applied`, a rulebook Applied), and the report after. `error` says where it stopped:
-    no proposal, or the fix refused."""
-
-    lesson: Lesson
-    before: Any  # the lesson backend's Report on the broken model
-    verdict: Any = None  # its Verdict on the lesson's node
-    values: dict | None = None
-    proposal: Any = None
-    applied: Any = None
-    after: Any = None
-    error: str | None = None
-
-
-def walk_through(name: str, rules: list | None = None) -> Walkthrough:
-    """Walk lesson `name` through (`rules`: where to find its rule, default the built-in rules)."""
-    from surgery.diagnose import check_one
-    from surgery.fixes import FixError
-    from surgery.rulebook import apply, load_rules, propose
-    from surgery.rulebook.engine import StepRefused
-    from surgery.workspace import Workspace
-
-    les = next(x for x in lessons() if x.name == name)
-    ws = Workspace.open(sample_path(name))
-    before = check_one(ws.current, les.backend, ws.original.base_dir, depth=les.depth)
-    out = Walkthrough(les, before, before.by_node().get(les.node or ""))
-    rule = next(r for r in (load_rules() if rules is None else rules) if r.id == les.rule)
-    out.values = rule.example.get("values") or None  # a rule that asks (a shape) gets its example's answer
-    found = [p for p in propose(ws.current, [rule], [les.backend], values=out.values) if p.step is not None]
-    found.sort(key=lambda p: p.node != les.node)
-    if not found:
-        out.error = f"rule {les.rule} proposes nothing here for {les.backend}"
-        return out
-    out.proposal = found[0]
-    try:
-        try:
-            out.applied = apply(ws, found[0], targets=[les.backend], depth=les.depth)
-        except StepRefused as exc:
-            if exc.kind != "cut":
-                raise
-            # a lesson whose fix is a cut teaches the cut: taken knowingly, and said so (Applied.cut, .host)
-            out.applied = apply(ws, found[0], targets=[les.backend], depth=les.depth, allow_cut=True)
-    except FixError as exc:
-        out.error = str(exc)
-        return out
-    out.after = out.applied.after[0] if out.applied.after else None
-    return out

@@ -15,7 +15,7 @@ def first_line(text: str, limit: int = 300) -> str:
 
 
 # TensorRT's parser opens a node's error with a line that only names the node ("Invalid Node - NAME") and says
-# what is wrong on the next one (the words recorded in surgery/backends/data/tensorrt/recorded-tensorrt-rtx.json)
+# what is wrong on the next one (the words recorded in surgery/backends/tensorrt/data/recorded-tensorrt-rtx.json)
 _NAMES_THE_NODE_ONLY = "Invalid Node - "
 
 

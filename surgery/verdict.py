@@ -13,6 +13,14 @@ from typing import Any
 from surgery.text import first_line, telling_line
 
 
+class Safety(StrEnum):
+    """What a fix promises about the numbers: verification holds it to this."""
+
+    EXACT = "exact"  # same numbers (within fp32 rounding of reordered math)
+    APPROXIMATE = "approximate"  # close numbers (e.g. a cast, an approximation)
+    CHANGES_SEMANTICS = "changes-semantics"  # different behaviour on purpose (e.g. a plugin, freezing shapes)
+
+
 class Status(StrEnum):
     SUPPORTED = "supported"
     REJECTED = "rejected"

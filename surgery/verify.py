@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 from onnx import ModelProto
 
-from surgery.fixes import Safety
 from surgery.text import first_line
+from surgery.verdict import Safety
 
 EXACT_MEAN_REL_FP32 = 1e-6
 EXACT_MEAN_REL_FP16 = 1e-3

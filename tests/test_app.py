@@ -178,7 +178,7 @@ def test_a_model_with_heavy_weights_is_checked_by_onnxruntime_in_a_worker(tmp_pa
     import onnx
     from test_browser import generated
 
-    from surgery.backends.onnxruntime import OnnxRuntimeBackend
+    from surgery.backends.onnxruntime.check import OnnxRuntimeBackend
 
     path = tmp_path / "heavy.onnx"
     onnx.save(generated(3, custom_in="/stage0/block1/Relu"), path)  # a model no other test checks
@@ -563,7 +563,7 @@ def test_the_start_model_read_ahead_by_the_server_is_what_the_first_page_shows(b
     import onnx
     from test_view import scoped_chain
 
-    import surgery.view
+    import surgery.view.draw
 
     model = scoped_chain(500)
     model.doc_string = f"read ahead, {'big' if big else 'small'}"  # no cache of another test knows it
@@ -579,7 +579,7 @@ def test_the_start_model_read_ahead_by_the_server_is_what_the_first_page_shows(b
     ahead = adapter._AHEAD[path.resolve()].result()
     assert ahead.facts.inferred is not big
 
-    laid_out, real_structure = [], surgery.view.structure
+    laid_out, real_structure = [], surgery.view.draw.structure
 
     def structure(facts, **kwargs):
         laid_out.append(kwargs)
@@ -588,7 +588,7 @@ def test_the_start_model_read_ahead_by_the_server_is_what_the_first_page_shows(b
     def read_again(*args, **kwargs):
         raise AssertionError("the start model was read again")
 
-    monkeypatch.setattr(surgery.view, "structure", structure)
+    monkeypatch.setattr(surgery.view.draw, "structure", structure)
     real_load = adapter.load_model
     monkeypatch.setattr(adapter, "load_model", read_again)
     at = run_page(targets=["tensorrt-static@10.15"])

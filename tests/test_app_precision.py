@@ -67,7 +67,7 @@ def test_inputs_that_cannot_be_used_are_one_message(page):
 def test_the_search_colours_the_workbench_graph(page):
     """After a search, the workbench can colour the graph by it: the kept nodes red (rejected-coloured, each with
     why and its numbers in its tooltip), the reduced ones green."""
-    from surgery.view import status_of
+    from surgery.view.labels import status_of
 
     at = page
     at.button(key="precision-run").click()

@@ -133,7 +133,7 @@ def test_verdicts_agree_with_the_whole_model_outcome(trt, onnx_node_tests):
 
 
 def test_a_crash_becomes_a_backend_crash_not_a_dead_caller(monkeypatch, trt):
-    from surgery.backends import tensorrt as mod
+    from surgery.backends.tensorrt import live as mod
 
     # 3000 chained Relus take the parser far longer than 1 ms, even in a warm worker process
     nodes = [helper.make_node("Relu", [f"t{k}"], [f"t{k + 1}"], name=f"r{k}") for k in range(3000)]

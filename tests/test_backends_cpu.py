@@ -304,7 +304,7 @@ def test_a_check_that_reads_weights_runs_in_a_worker_with_the_same_verdicts(tmp_
     def not_here(*args, **kwargs):
         raise AssertionError("checked in the calling process")
 
-    from surgery.backends.onnxruntime import OnnxRuntimeBackend
+    from surgery.backends.onnxruntime.check import OnnxRuntimeBackend
 
     monkeypatch.setattr(OnnxRuntimeBackend, "check", not_here)  # this process only: the worker has its own
     clear_cache()

@@ -10,7 +10,7 @@ import onnx
 import pytest
 
 from surgery.backends.base import BuildOptions
-from surgery.builders import build_model
+from surgery.backends.build import build_model
 from surgery.samples import build
 
 CPU = ["onnxruntime"] + [b for b in ("openvino", "tvm") if importlib.util.find_spec(b)]
@@ -231,7 +231,7 @@ def test_tvm_targets_this_cpu_and_a_second_tuned_build_reuses_the_database(tmp_p
 def test_timing_stops_at_its_budget_after_a_few_runs_and_says_so():
     import time
 
-    from surgery.builders.measure import MIN_TIMED_RUNS, latency
+    from surgery.backends.measure import MIN_TIMED_RUNS, latency
 
     slow = latency(lambda: time.sleep(0.05), runs=20, warmup=3, budget_s=0.2)
     assert MIN_TIMED_RUNS <= slow["runs"] < 20 and slow["budget_s"] == 0.2

@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from surgery.backends.base import BuildOptions
-from surgery.builders import build_model
+from surgery.backends.build import build_model
 from surgery.samples import build
 
 pytestmark = pytest.mark.skipif(
@@ -130,7 +130,7 @@ def test_int8_on_a_strongly_typed_builder_asks_for_a_quantized_model():
 
 
 def test_lowered_graph_keeps_float32_io_and_stays_close(tmp_path):
-    from surgery.builders.precision import lower_precision
+    from surgery.backends.precision import lower_precision
     from surgery.verify import verify
 
     lowered = lower_precision(build("healthy_cnn"), "fp16")

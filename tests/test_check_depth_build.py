@@ -7,7 +7,7 @@ import importlib.util
 import pytest
 
 from surgery.backends.base import BuildOptions
-from surgery.builders import build_model
+from surgery.backends.build import build_model
 from surgery.diagnose import check_one, clear_cache
 from surgery.samples import SAMPLES, build
 from surgery.verdict import Outcome

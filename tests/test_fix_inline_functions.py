@@ -4,7 +4,7 @@ functions from TensorRT 10 on and takes them for custom ops before."""
 import onnx.parser
 import pytest
 
-from surgery.backends.tensorrt_static import make
+from surgery.backends.tensorrt.predictor import make
 from surgery.fixes import FixError, get_fix
 from surgery.verdict import Status
 from surgery.verify import verify

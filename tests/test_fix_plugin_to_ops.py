@@ -7,7 +7,7 @@ import onnx.parser
 import onnxruntime as ort
 import pytest
 
-from surgery.backends.tensorrt_static import make
+from surgery.backends.tensorrt.predictor import make
 from surgery.fixes import FixError, get_fix
 from surgery.verdict import Status
 

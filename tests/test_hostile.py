@@ -368,7 +368,7 @@ def write_beside_the_copy_and_crash(path: str) -> None:
 
 def test_a_worker_crash_during_check_leaves_the_model_folder_as_it_was(tmp_path, capsys, monkeypatch):
     pytest.importorskip("openvino")
-    import surgery.backends.openvino as ov
+    import surgery.backends.openvino.check as ov
     from surgery.diagnose import clear_cache
     from surgery.isolate import call_isolated
 

@@ -567,7 +567,7 @@ def test_check_suggests_for_a_node_refused_for_its_body_the_rule_fix_applies_the
 
 def test_the_cut_lesson_takes_the_cut_knowingly_and_says_so():
     from surgery.rulebook import load_rules
-    from surgery.samples import walk_through
+    from surgery.usecases.lesson import walk_through
 
     w = walk_through("unique_op", load_rules())
     assert w.error is None and w.applied.cut == ["output 'uniq' is gone"]

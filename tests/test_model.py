@@ -202,7 +202,7 @@ def test_checks_and_builds_write_nothing_beside_the_model(tmp_path):
     from onnx import helper, numpy_helper
 
     from surgery.backends.base import BuildOptions
-    from surgery.builders import build_model
+    from surgery.backends.build import build_model
     from surgery.diagnose import check_one, clear_cache
 
     #   x + w (w in weights.bin beside the model) -> y

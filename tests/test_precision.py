@@ -14,7 +14,7 @@ from onnx import helper
 from onnx.reference import ReferenceEvaluator
 from precision_models import layernorm, residual_stack, softmax
 
-from surgery.builders.precision import lower_precision
+from surgery.backends.precision import lower_precision
 from surgery.cli import main
 from surgery.emulate import Emulator
 from surgery.fixes import get_fix
@@ -188,7 +188,7 @@ def test_the_mixed_model_builds_strongly_typed_with_tensorrt_rtx(tmp_path):
     """TensorRT-RTX builds strongly typed, as TensorRT 11 does: the casts `precision` writes are what it honours.
     Its ahead-of-time build runs without a GPU (the engine cannot run here)."""
     from surgery.backends.base import BuildOptions
-    from surgery.builders import build_model
+    from surgery.backends.build import build_model
 
     src = tmp_path / "ln.onnx"
     onnx.save(layernorm(), str(src))

@@ -1,5 +1,5 @@
 """What a step would do without doing it (surgery.preview, `fix --preview`), the lessons walked through by the
-library (surgery.samples.walk_through), and a step that records the node it acted on (recipes and sessions, old
+library (surgery.usecases.lesson.walk_through), and a step that records the node it acted on (recipes and sessions, old
 sessions included)."""
 
 import json
@@ -11,7 +11,7 @@ from surgery.cli import main
 from surgery.model import fingerprint
 from surgery.preview import preview_step
 from surgery.rulebook import apply, load_rules, propose
-from surgery.samples import walk_through
+from surgery.usecases.lesson import walk_through
 from surgery.workspace import Step, Workspace, read_recipe
 
 

@@ -88,7 +88,7 @@ def test_the_float32_original_is_the_model_without_its_qdq_pairs():
 )
 def test_tensorrt_rtx_parses_and_builds_the_qdq_model_strongly_typed():
     from surgery.backends.base import BuildOptions
-    from surgery.builders import build_model
+    from surgery.backends.build import build_model
 
     q = quantize(build("healthy_cnn"), "random:8", per_channel=True)
     report = build_model("tensorrt", q, BuildOptions(precision="int8", timeout_s=300))

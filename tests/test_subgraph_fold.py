@@ -13,7 +13,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper as nh
 
-from surgery.backends.tensorrt_static import make
+from surgery.backends.tensorrt.predictor import make
 from surgery.cli import main
 from surgery.fixes import FixError
 from surgery.fixes.fold_constants import FoldSkipped, fold_constants

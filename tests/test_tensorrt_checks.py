@@ -1,4 +1,4 @@
-"""The predictor's check records (surgery/backends/data/tensorrt/checks.yaml): each fixture is refused by the
+"""The predictor's check records (surgery/backends/tensorrt/data/checks.yaml): each fixture is refused by the
 check it belongs to, the predicted words on the fixture are exactly what a real TensorRT-RTX printed for it
 (recorded-tensorrt-rtx.json), and — where TensorRT-RTX is installed — it still prints that today."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from surgery.backends.tensorrt_static import (
+from surgery.backends.tensorrt.predictor import (
     CHECKS_PATH,
     RECORDED_PATH,
     SUPPORTED_VERSIONS,
@@ -104,8 +104,8 @@ WORKER = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
 import tensorrt_rtx as trt
-from surgery.backends.tensorrt_static import load_checks, fixture_model
-from surgery.backends.tensorrt_worker import clean_words
+from surgery.backends.tensorrt.predictor import load_checks, fixture_model
+from surgery.backends.tensorrt.worker import clean_words
 logger = trt.Logger(trt.Logger.INTERNAL_ERROR)
 out = {}
 for c in load_checks():

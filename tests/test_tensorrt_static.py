@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from surgery.backends.tensorrt_static import (
+from surgery.backends.tensorrt.predictor import (
     SUPPORTED_VERSIONS,
     TABLES_PATH,
     load_checks,
@@ -20,6 +20,7 @@ from surgery.rulebook import load_rules
 from surgery.rulebook.matcher import Context
 from surgery.rulebook.suggest import rules_for
 from surgery.samples import build, lessons
+from surgery.usecases.lesson import failure
 from surgery.verdict import Stage, Status
 
 F = TensorProto.FLOAT
@@ -66,7 +67,7 @@ def test_each_lesson_backend_refuses_the_lessons_node_and_its_rule_is_suggested(
     assert all(rules_for(Context(model), x, r.backend, rules) for x in r.rejected), [
         x.node for x in r.rejected
     ]
-    assert r.accepted is False and lesson.failure().words == v.words
+    assert r.accepted is False and failure(lesson).words == v.words
 
 
 @pytest.mark.parametrize("version", SUPPORTED_VERSIONS)
@@ -142,7 +143,7 @@ def test_each_distinct_table_is_stored_once_with_its_upstream_source():
 
 def test_the_tables_regenerate_from_the_repository_alone(tmp_path):
     before = TABLES_PATH.read_bytes()
-    root = TABLES_PATH.parents[3]
+    root = TABLES_PATH.parents[4]
     out = subprocess.run(
         [sys.executable, str(root / "scripts" / "build_trt_support.py")], capture_output=True, text=True
     )

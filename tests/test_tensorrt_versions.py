@@ -1,5 +1,5 @@
 """TensorRT 10.16 and 11.0-11.5 in the predictor (one fact that changed at each version), and the standard plugin
-library as data (surgery/backends/data/tensorrt/plugins.json): the fallback importer finds a node named after a
+library as data (surgery/backends/tensorrt/data/plugins.json): the fallback importer finds a node named after a
 plugin the version ships, refuses it after the plugin's removal, and the live backend reads the same data."""
 
 import json
@@ -8,7 +8,7 @@ import onnx.parser
 import pytest
 from onnx import TensorProto, helper
 
-from surgery.backends.tensorrt_static import (
+from surgery.backends.tensorrt.predictor import (
     PLUGINS_PATH,
     SUPPORTED_VERSIONS,
     make,
@@ -162,8 +162,8 @@ def test_the_node_asks_for_plugin_version_1_unless_it_says_otherwise():
 
 
 def test_the_live_backend_and_plugin_swap_read_the_same_data():
-    from surgery.backends import tensorrt_worker
-    from surgery.backends.tensorrt import TensorRTBackend
+    from surgery.backends.tensorrt import worker as tensorrt_worker
+    from surgery.backends.tensorrt.live import TensorRTBackend
     from surgery.fixes import FixError, get_fix
 
     assert not hasattr(tensorrt_worker, "STANDARD_PLUGIN_NAMES")  # the hand-written lists are gone

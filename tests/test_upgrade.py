@@ -8,7 +8,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from surgery.backends.tensorrt_static import make
+from surgery.backends.tensorrt.predictor import make
 from surgery.cli import main
 from surgery.rulebook import load_rules
 from surgery.samples import build

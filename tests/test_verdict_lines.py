@@ -8,9 +8,9 @@ import onnx
 from surgery.resources import PACKAGE_DIR
 from surgery.text import first_line
 from surgery.verdict import Evidence, Report, Stage, Status, Verdict, said_line
-from surgery.view import verdict_line
+from surgery.view.labels import verdict_line
 
-RECORDED = PACKAGE_DIR / "backends" / "data" / "tensorrt" / "recorded-tensorrt-rtx.json"
+RECORDED = PACKAGE_DIR / "backends" / "tensorrt" / "data" / "recorded-tensorrt-rtx.json"
 
 
 def _recorded_two_line_words() -> str:

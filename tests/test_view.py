@@ -10,16 +10,10 @@ from surgery.diagnose import check_one
 from surgery.graph import GraphFacts
 from surgery.samples import sample_path
 from surgery.verdict import Evidence, Status, Verdict
-from surgery.view import (
-    COLORS,
-    build_view,
-    constant_value,
-    groups_of,
-    neighbourhood,
-    next_rejected,
-    scope_members,
-    search,
-)
+from surgery.view.draw import COLORS, build_view
+from surgery.view.find import neighbourhood, next_rejected, search
+from surgery.view.groups import groups_of, scope_members
+from surgery.view.labels import constant_value
 
 
 def _verdict(key, status):
@@ -237,7 +231,7 @@ def test_tooltips_name_the_node_its_typed_inputs_and_outputs_and_every_verdict_i
 
 def test_dims_only_numbered_by_inference_show_as_question_marks():
     from surgery.graph import TensorInfo
-    from surgery.view import tensor_label
+    from surgery.view.labels import tensor_label
 
     assert tensor_label(TensorInfo("t", TensorProto.FLOAT, (1, "unk__3", -1, "batch"))) == "1×?×?×batch"
     assert tensor_label(TensorInfo("t", TensorProto.INT64, (4,))) == "int64 4"
@@ -284,7 +278,7 @@ def test_a_group_opens_in_place_among_the_others():
 
 
 def test_search_is_fast_on_a_big_graph_and_previous_rejected_wraps():
-    from surgery.view import previous_rejected
+    from surgery.view.find import previous_rejected
 
     model = scoped_chain(30)
     facts = GraphFacts.of(model, infer=False)
@@ -297,7 +291,7 @@ def test_search_is_fast_on_a_big_graph_and_previous_rejected_wraps():
 
 def test_diff_overlays_removed_and_added_nodes_around_a_step():
     from surgery.rulebook import apply, load_rules, propose
-    from surgery.view import diff_view
+    from surgery.view.draw import diff_view
     from surgery.workspace import Workspace
 
     ws = Workspace.open(sample_path("resize_scales_chain"))
@@ -327,7 +321,7 @@ def test_a_compared_step_draws_no_node_without_an_edge():
     tied to the drawing: no graph input or constant left hanging on its own."""
     from surgery.rulebook import load_rules, propose
     from surgery.samples import sample_path
-    from surgery.view import diff_view
+    from surgery.view.draw import diff_view
     from surgery.workspace import Workspace
 
     ws = Workspace.open(sample_path("resize_scales_chain"))

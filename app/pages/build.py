@@ -1,6 +1,6 @@
 """Test build: pick backends and options, watch progress, read the log, compare latency and accuracy.
 "INT8 (calibrate)" quantizes the current model first (surgery.quantize, random or uploaded .npz calibration) and
-builds it at int8 next to its float32 original at fp16 and fp32 (surgery.builders.build_ladder)."""
+builds it at int8 next to its float32 original at fp16 and fp32 (surgery.backends.build.build_ladder)."""
 
 import sys
 import tempfile
@@ -15,7 +15,7 @@ import streamlit as st  # noqa: E402
 from verdicts import inline_code, md_escape  # noqa: E402
 
 from surgery.backends.base import BuildOptions  # noqa: E402
-from surgery.builders import build_ladder, build_model, check_profiles  # noqa: E402
+from surgery.backends.build import build_ladder, build_model, check_profiles  # noqa: E402
 from surgery.graph import GraphFacts  # noqa: E402
 from surgery.quantize import RANDOM_WARNING, CalibrationError, has_qdq, progress_to, quantize  # noqa: E402
 from surgery.specs import parse_profiles, profile_example  # noqa: E402

@@ -26,16 +26,10 @@ from verdicts import (  # noqa: E402
     verdict_line,
 )
 
-from surgery.view import (  # noqa: E402
-    COLORS,
-    LEGEND,
-    constant_value,
-    next_rejected,
-    previous_rejected,
-    scope_label,
-    search,
-    status_of,
-)
+from surgery.view.draw import COLORS, LEGEND  # noqa: E402
+from surgery.view.find import next_rejected, previous_rejected, search  # noqa: E402
+from surgery.view.groups import scope_label  # noqa: E402
+from surgery.view.labels import constant_value, status_of  # noqa: E402
 
 STYLE = """<style>
 .wb-title { font-size: 1.15rem; margin: -0.4rem 0 -0.2rem 0; }

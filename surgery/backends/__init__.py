@@ -11,10 +11,10 @@ from surgery.backends.base import Availability, Backend, error_line
 
 BACKEND_IDS = ["tensorrt", "tensorrt-static", "onnxruntime", "openvino", "tvm"]
 _CLASSES = {
-    "tensorrt": ("surgery.backends.tensorrt", "TensorRTBackend"),
-    "onnxruntime": ("surgery.backends.onnxruntime", "OnnxRuntimeBackend"),
-    "openvino": ("surgery.backends.openvino", "OpenVINOBackend"),
-    "tvm": ("surgery.backends.tvm", "TVMBackend"),
+    "tensorrt": ("surgery.backends.tensorrt.live", "TensorRTBackend"),
+    "onnxruntime": ("surgery.backends.onnxruntime.check", "OnnxRuntimeBackend"),
+    "openvino": ("surgery.backends.openvino.check", "OpenVINOBackend"),
+    "tvm": ("surgery.backends.tvm.check", "TVMBackend"),
 }
 _instances: dict[str, Backend] = {}
 _factories: dict[str, object] = {}
@@ -32,7 +32,7 @@ def get_backend(backend_id: str) -> Backend:
     if backend_id in _factories:
         backend = _factories[backend_id]()
     elif name == "tensorrt-static":
-        tensorrt_static = _module("surgery.backends.tensorrt_static", backend_id)
+        tensorrt_static = _module("surgery.backends.tensorrt.predictor", backend_id)
         if not version:
             raise UnknownBackend(
                 "tensorrt-static needs a version, e.g. tensorrt-static@8.2. Note: available: "
@@ -77,7 +77,7 @@ def _implemented() -> list[str]:
     import importlib.util
 
     found = [n for n, (m, _) in _CLASSES.items() if importlib.util.find_spec(m) is not None]
-    if importlib.util.find_spec("surgery.backends.tensorrt_static") is not None:
+    if importlib.util.find_spec("surgery.backends.tensorrt.predictor") is not None:
         found.insert(1, "tensorrt-static@<version>")
     return found
 
@@ -86,9 +86,9 @@ def static_versions() -> list[str]:
     """The TensorRT versions the static predictor knows, oldest first ([] when it is not installed)."""
     import importlib.util
 
-    if importlib.util.find_spec("surgery.backends.tensorrt_static") is None:
+    if importlib.util.find_spec("surgery.backends.tensorrt.predictor") is None:
         return []
-    from surgery.backends import tensorrt_static
+    from surgery.backends.tensorrt import predictor as tensorrt_static
 
     return list(tensorrt_static.SUPPORTED_VERSIONS)
 

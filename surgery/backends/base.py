@@ -112,7 +112,7 @@ class Backend(Protocol):
     version: str
     default_depth: Stage  # how far `check` goes unless told: parse, or build where building is the check
     builds_in_check: (
-        bool  # whether `check --depth build` builds through surgery.builders (else check does it)
+        bool  # whether `check --depth build` builds through surgery.backends.build (else check does it)
     )
     # whether its check reads every weight into the calling process (onnxruntime's session creation): a server
     # runs such checks in a worker process (diagnose.check_one(in_worker=True))

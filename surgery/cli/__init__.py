@@ -10,6 +10,8 @@ import importlib
 import os
 import sys
 
+from surgery.resources import package_version
+
 COMMANDS = [
     "inspect",
     "targets",
@@ -72,22 +74,13 @@ def build_parser() -> argparse.ArgumentParser:
         prog="onnx-surgery",
         description="Graph surgery for ONNX models: see what a backend rejects, fix it with rules, verify it.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         mod = importlib.import_module(f"{__name__}.{name}_cmd")
         p = mod.add_parser(sub)
         p.set_defaults(_run=mod.run)
     return parser
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("onnx-surgery")
-    except PackageNotFoundError:
-        return "dev"
 
 
 def main(argv: list[str] | None = None) -> int:

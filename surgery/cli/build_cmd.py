@@ -1,7 +1,7 @@
 """`onnx-surgery build MODEL --backend B [--backend B2 ...]`: test-build an engine on each backend; a results
 table (backend, precision, ok, build time, latency median/p90, accuracy per output as max abs and the relative
 error's mean/p99/max, artifact, note), or JSON. A Q/DQ (INT8) model is built at int8, fp16 and fp32 unless a
-precision is given (surgery.builders.build_ladder), each compared against its float32 original.
+precision is given (surgery.backends.build.build_ladder), each compared against its float32 original.
 With --profile every backend that runs here is timed at the profile's min, opt and max shapes (same seeded
 inputs). --tune-trials N tunes TVM with MetaSchedule on this CPU and shows the untuned latency beside the tuned.
 Exit 0 when every requested build succeeds, 1 when any fails, 2 on bad input (a profile that names no input
@@ -239,7 +239,7 @@ def print_table(reports, out=None, model: str = "MODEL") -> None:
 
 def run(args) -> int:
     from surgery.backends.base import BuildOptions
-    from surgery.builders import build_ladder, build_model, check_profiles
+    from surgery.backends.build import build_ladder, build_model, check_profiles
     from surgery.model import dumps
     from surgery.quantize import has_qdq
 

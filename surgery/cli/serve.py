@@ -32,8 +32,8 @@ def preload() -> None:
     import sidebar  # noqa: F401
     import verdicts  # noqa: F401
 
-    import surgery.backends.tensorrt_static  # noqa: F401  (the sidebar lists its versions; it reads yaml tables)
-    import surgery.view  # noqa: F401
+    import surgery.backends.tensorrt.predictor  # noqa: F401  (the sidebar lists its versions; it reads yaml tables)
+    import surgery.view.draw  # noqa: F401
 
 
 def main() -> None:

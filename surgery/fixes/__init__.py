@@ -9,15 +9,10 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import StrEnum
 
 from onnx import ModelProto
 
-
-class Safety(StrEnum):
-    EXACT = "exact"  # same numbers (within fp32 rounding of reordered math)
-    APPROXIMATE = "approximate"  # close numbers (e.g. a cast, an approximation)
-    CHANGES_SEMANTICS = "changes-semantics"  # different behaviour on purpose (e.g. a plugin, freezing shapes)
+from surgery.verdict import Safety
 
 
 class FixError(Exception):

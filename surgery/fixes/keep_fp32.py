@@ -2,7 +2,7 @@
 named in `keep`, which stay float32, with a Cast wherever a tensor crosses between the two. Strongly typed
 builders (TensorRT 11, TensorRT-RTX) honour exactly these types; `onnx-surgery precision` finds the `keep` set.
 
-The same conventions as surgery.builders.precision.lower_precision (all nodes reduced, keep empty): graph inputs and
+The same conventions as surgery.backends.precision.lower_precision (all nodes reduced, keep empty): graph inputs and
 outputs stay float32, weights read by a reduced node are stored in the reduced type (a float32 copy stays where a
 kept node reads them too), inputs ONNX fixes to float32 (Resize/Upsample scales) keep it. A node with a subgraph
 (If, Loop, Scan) and the nodes whose outputs a subgraph reads stay float32: a body's types are its own.
@@ -16,7 +16,7 @@ from onnx import ModelProto, TensorProto, helper, numpy_helper, shape_inference
 from surgery.fixes import FixError, Safety, register
 
 TARGETS = {"fp16": TensorProto.FLOAT16, "bf16": TensorProto.BFLOAT16}
-# (op_type, input index) whose type ONNX fixes to float32 (surgery.builders.precision.KEEP_FLOAT32, kept in step)
+# (op_type, input index) whose type ONNX fixes to float32 (surgery.backends.precision.KEEP_FLOAT32, kept in step)
 FIXED_FLOAT32 = {("Resize", 1), ("Resize", 2), ("Upsample", 1)}
 BODY_OPS = {"If", "Loop", "Scan", "SequenceMap"}
 

@@ -39,8 +39,8 @@ def _check_closed(model: ModelProto, region: list[int], outputs: list[str]) -> N
 
 def _check_standard(plugin: str, version: str, namespace: str) -> None:
     """A plugin named like one of TensorRT's standard plugins must ask for a version the library has shipped
-    (data/tensorrt/plugins.json); other names are the user's own plugins and pass."""
-    from surgery.backends.tensorrt_static import plugin_history
+    (tensorrt/data/plugins.json); other names are the user's own plugins and pass."""
+    from surgery.backends.tensorrt.predictor import plugin_history
 
     known = plugin_history(plugin)
     if not known or namespace:
@@ -70,7 +70,7 @@ def _attr_value(attr):
         "plugin": "str, required: the plugin name, used as the new node's op type (TensorRT's importer "
         "looks the creator up by op type, plugin_version, plugin_namespace)",
         "version": "str: the plugin_version attribute (default '1'); for a standard plugin, one that TensorRT's "
-        "plugin library has shipped (data/tensorrt/plugins.json)",
+        "plugin library has shipped (tensorrt/data/plugins.json)",
         "namespace": "str: the plugin_namespace attribute (default '')",
         "domain": "str: the new node's domain (default ''; a non-empty one is added to the opset imports)",
         "attributes": "dict new attribute name -> value, or '$old_name' to copy the old node's attribute "

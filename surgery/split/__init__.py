@@ -790,7 +790,7 @@ def build_target_parts(plan: Plan, target: str, base_dir) -> dict[str, str]:
     builder names where it names one in the part, else every node of the part."""
     from surgery.backends import get_backend
     from surgery.backends.base import BuildOptions
-    from surgery.builders import build_model
+    from surgery.backends.build import build_model
     from surgery.graph import tensor_info_from_type
 
     backend = get_backend(target)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Callable
 
-import numpy as np
 from onnx import ModelProto
 
 Runner = Callable[[dict], dict]
@@ -37,63 +36,10 @@ def make_runner(backend: str, model: ModelProto, base_dir=None) -> tuple[Runner,
     name = backend.split("@")[0] if ok else "onnxruntime"
     note = "" if ok else f"ran on onnxruntime: {why}"
     if name == "openvino":
-        return _openvino(model, base_dir), "openvino", note
-    if name == "tvm":
-        return _tvm(model, base_dir), "tvm", note
-    return _onnxruntime(model, base_dir), "onnxruntime", note
-
-
-def _onnxruntime(model: ModelProto, base_dir) -> Runner:
-    from surgery.ort import make_session
-
-    sess = make_session(model, base_dir)
-    names = [o.name for o in sess.get_outputs()]
-    wanted = [i.name for i in sess.get_inputs()]
-
-    def run(feeds: dict) -> dict:
-        return dict(zip(names, sess.run(names, {k: feeds[k] for k in wanted})))
-
-    return run
-
-
-def _openvino(model: ModelProto, base_dir) -> Runner:
-    import openvino as ov
-
-    from surgery.model import private_copy
-
-    core = ov.Core()
-    with private_copy(model, base_dir) as path:
-        read = core.read_model(path)
-        compiled = core.compile_model(read, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
-    request = compiled.create_infer_request()
-    wanted = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
-    outputs = [o.name for o in model.graph.output]
-
-    def run(feeds: dict) -> dict:
-        got = {}
-        for port, value in request.infer({k: feeds[k] for k in wanted}).items():
-            for n in port.get_names():
-                got[n] = np.asarray(value)
-        return {n: got[n] for n in outputs if n in got}
-
-    return run
-
-
-def _tvm(model: ModelProto, base_dir) -> Runner:
-    import tvm
-    from tvm import relax
-    from tvm.relax.frontend.onnx import from_onnx
-
-    from surgery.builders.tvm import _outputs, _with_weights
-
-    ex = tvm.compile(from_onnx(_with_weights(model, base_dir)), target="llvm")
-    vm = relax.VirtualMachine(ex, tvm.cpu())
-    inits = {i.name for i in model.graph.initializer}
-    order = [i.name for i in model.graph.input if i.name not in inits]
-    names = [o.name for o in model.graph.output]
-
-    def run(feeds: dict) -> dict:
-        args = [tvm.runtime.tensor(feeds[n]) for n in order]
-        return {n: np.asarray(v.numpy()) for n, v in zip(names, _outputs(vm["main"](*args)))}
-
-    return run
+        from surgery.backends.openvino.run import runner
+    elif name == "tvm":
+        from surgery.backends.tvm.run import runner
+    else:
+        name = "onnxruntime"
+        from surgery.backends.onnxruntime.run import runner
+    return runner(model, base_dir), name, note

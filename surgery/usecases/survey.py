@@ -205,14 +205,14 @@ class _Hashes:
 @functools.cache
 def tool_version() -> str:
     """The package's version and a hash of its source: a changed checkout computes every cell again."""
-    from surgery.cli import _version
+    from surgery.resources import package_version
 
     root = Path(__file__).resolve().parents[1]
     h = hashlib.sha256()
     for f in sorted(root.rglob("*.py")):
         h.update(str(f.relative_to(root)).encode())
         h.update(f.read_bytes())
-    return f"{_version()}+{h.hexdigest()[:12]}"
+    return f"{package_version()}+{h.hexdigest()[:12]}"
 
 
 def rules_hash(rules: list, target: str) -> str:

@@ -2,9 +2,9 @@
 
   * the operator table of that version (data/tensorrt_support.json, made from onnx-tensorrt's docs/operators.md
     per branch by scripts/build_trt_support.py; each distinct table stored once);
-  * the parser's checks (data/tensorrt/checks.yaml): one keyword record per check with its ops, versions, stage,
+  * the parser's checks (data/checks.yaml): one keyword record per check with its ops, versions, stage,
     error code, function, our explanation, the source of the fact, a fixture, and the parser's exact words where
-    they are known: recorded from a real TensorRT-RTX run on the fixture (data/tensorrt/recorded-tensorrt-rtx.json,
+    they are known: recorded from a real TensorRT-RTX run on the fixture (data/recorded-tensorrt-rtx.json,
     by scripts/record_trt_words.py) or as they stand in the parser's source at a tag.
 
 The tests a record names are the functions in TESTS below: each returns None when the node passes, else the
@@ -42,29 +42,23 @@ from surgery.graph import BODY_OPS, GraphFacts, beyond_int32, cycle_nodes, opset
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 TABLES_PATH = DATA_DIR / "tensorrt_support.json"
-CHECKS_PATH = DATA_DIR / "tensorrt" / "checks.yaml"
-RECORDED_PATH = DATA_DIR / "tensorrt" / "recorded-tensorrt-rtx.json"
-PLUGINS_PATH = DATA_DIR / "tensorrt" / "plugins.json"
+CHECKS_PATH = DATA_DIR / "checks.yaml"
+RECORDED_PATH = DATA_DIR / "recorded-tensorrt-rtx.json"
+PLUGINS_PATH = DATA_DIR / "plugins.json"
+VERSIONS_PATH = DATA_DIR / "versions.json"
 ML_DOMAIN = "ai.onnx.ml"
-# the parser imports a node whose op is a model-local function through the function's body
-# (LocalFunctionImporter, onnxOpImporters.cpp:6896 @ 10.10-GA); from which version on is not recorded before 10.0
-LOCAL_FUNCTIONS_SINCE = "10.0"
-# N-listed ops with no static checker, so they reach the plugin fallback (TensorRT-RTX 1.7.1 answers DFT so)
-N_WITHOUT_CHECKER = {"DFT"}
-# ops that take UINT8 inputs although their table row does not list UINT8 (checked with TensorRT-RTX 1.7.1)
-UINT8_OK_OPS = {
-    "Cast",
-    "CastLike",
-    "Identity",
-    "Constant",
-    "Shape",
-    "Size",
-    "Equal",
-    "QuantizeLinear",
-    "DequantizeLinear",
-}
-# ops whose UINT8 output TensorRT takes (Q/DQ quantization; TensorRT-RTX 1.7.1 parses uint8 Q -> DQ)
-UINT8_OUTPUT_OK_OPS = {"Constant", "QuantizeLinear"}
+
+
+@cache
+def version_facts() -> dict:
+    """Cut-offs and op lists beside the tables (data/versions.json, each with its source)."""
+    return json.loads(VERSIONS_PATH.read_text())
+
+
+LOCAL_FUNCTIONS_SINCE = version_facts()["local_functions_since"]["version"]
+N_WITHOUT_CHECKER = set(version_facts()["no_static_checker"]["ops"])
+UINT8_OK_OPS = set(version_facts()["uint8_input_ops"]["ops"])
+UINT8_OUTPUT_OK_OPS = set(version_facts()["uint8_output_ops"]["ops"])
 ELEMENTWISE = {
     "Add": "SUM",
     "Sub": "SUB",
@@ -125,7 +119,7 @@ def version_table(version: str) -> dict:
     return {**table, **entry, "ops": {**table["ops"], **entry["added_ops"]}}
 
 
-# -- the standard plugin library (data/tensorrt/plugins.json) ----------------------------------------------------
+# -- the standard plugin library (data/plugins.json) ----------------------------------------------------
 
 
 @cache
@@ -681,7 +675,7 @@ class TensorRTStaticBackend:
         self.id = f"tensorrt-static@{version}"
         self.table = version_table(self.version)
         self.label = f"TensorRT {version} (predicted)"
-        self.static_checkers = _vt(self.version) >= (9, 3)  # 9.3 added builtin_op_static_checkers.cpp
+        self.static_checkers = _vt(self.version) >= _vt(version_facts()["static_checkers_since"]["version"])
         self.types = set(self.table["data_types"])
         self.checks = [c for c in load_checks() if c.applies(self.version)]
         self._by_id = {c.id: c for c in self.checks}
@@ -828,7 +822,8 @@ class TensorRTStaticBackend:
                 continue
             applying = [c for c in family if c.applies(self.version)]
             strict = rule["kind"] == "initializer" and (
-                _vt(self.version) < (10, 0) or any(c.args.get("strict") for c in applying)
+                _vt(self.version) < _vt(version_facts()["initializer_inputs_strict_before"]["version"])
+                or any(c.args.get("strict") for c in applying)
             )
             if facts.is_weights(x) if strict else _build_time_constant(facts, x):
                 continue
@@ -909,7 +904,7 @@ class TensorRTStaticBackend:
                     f"({plugin['interface']}; shipped in TensorRT {first} to {last}; {plugin['source']})"
                 )
             if (
-                _vt(self.version) < (9, 0)
+                _vt(self.version) < _vt(version_facts()["int64_slice_clamped_before"]["version"])
                 and node.op_type == "Slice"
                 and any(int64_out_of_int32(facts, node))
             ):

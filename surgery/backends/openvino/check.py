@@ -20,7 +20,7 @@ from surgery.backends.base import (
     not_installed,
     package_version,
 )
-from surgery.builders import BuiltHere
+from surgery.backends.build import BuiltHere
 from surgery.graph import node_keys
 from surgery.isolate import call_isolated
 from surgery.model import private_copy
@@ -97,7 +97,7 @@ class OpenVINOBackend(BuiltHere):
         # OpenVINO reads a file: a private copy, its external weights linked in (removed here, whatever the child
         # process does)
         with private_copy(model, base_dir) as path:
-            out = call_isolated("surgery.backends.openvino:_convert", path, timeout=TIMEOUT_S)
+            out = call_isolated("surgery.backends.openvino.check:_convert", path, timeout=TIMEOUT_S)
         report = Report(self.id, self.label, self.version, backend_calls=1)
         keys = node_keys(model.graph.node)
         by_name = {n.name: k for k, n in zip(keys, model.graph.node) if n.name}

@@ -1,6 +1,6 @@
 """The live TensorRT parser as a target: full TensorRT where it is installed with a GPU, else TensorRT-RTX
 (PyPI `tensorrt-rtx-cu12`, same Python API, parses and builds without a GPU). Every check runs in an isolated
-process (surgery.backends.tensorrt_worker) with a time limit: a parser crash becomes a verdict."""
+process (surgery.backends.tensorrt.worker) with a time limit: a parser crash becomes a verdict."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from surgery.backends.base import (
     Verdict,
     package_version,
 )
-from surgery.builders import BuiltHere
+from surgery.backends.build import BuiltHere
 from surgery.graph import node_keys
 from surgery.isolate import BackendCrash, call_isolated
 
@@ -50,7 +50,7 @@ def _explain(model: ModelProto, report: Report, got_funcs: dict[int, str], versi
     ]
     if not todo and not unreached:
         return
-    from surgery.backends.tensorrt_static import check_by_id, make, nearest_version
+    from surgery.backends.tensorrt.predictor import check_by_id, make, nearest_version
 
     stand_in = nearest_version(version)
     predicted = make(stand_in).check(model).verdicts
@@ -104,14 +104,14 @@ class TensorRTBackend(BuiltHere):
         """TensorRT-RTX ships 2 plugin creators; full TensorRT imports these ops through its plugin library."""
         if self.flavour != "TensorRT-RTX":
             return None
-        from surgery.backends.tensorrt_static import plugin_importers, standard_plugin_names
+        from surgery.backends.tensorrt.predictor import plugin_importers, standard_plugin_names
 
         if op in RTX_PLUGIN_IMPORTERS and ("plugin" in words.lower() or "creator" in words):
             return (
                 f"TensorRT-RTX has no {RTX_PLUGIN_IMPORTERS[op]} plugin (its {op} importer asks for one); full "
                 f"TensorRT imports {op} with a layer of its own, so this verdict cannot be confirmed here"
             )
-        # the standard plugin library as data (data/tensorrt/plugins.json): names of any version
+        # the standard plugin library as data (data/plugins.json): names of any version
         plugin = plugin_importers().get(op) or (op if op in standard_plugin_names() else None)
         # ScatterElements with a reduction is imported through the standard plugin ScatterElements v2
         # (onnxOpImporters.cpp:5436 @ 10.10-GA); without it RTX says only "Unsupported reduction type"
@@ -128,7 +128,7 @@ class TensorRTBackend(BuiltHere):
         report = Report(self.id, self.label, self.version)
         try:
             out = call_isolated(
-                "surgery.backends.tensorrt_worker:check",
+                "surgery.backends.tensorrt.worker:check",
                 model.SerializeToString(),
                 base_dir,
                 timeout=TIMEOUT_S,

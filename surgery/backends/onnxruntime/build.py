@@ -10,7 +10,7 @@ from pathlib import Path
 from onnx import ModelProto
 
 from surgery.backends.base import BuildOptions, BuildReport
-from surgery.builders.measure import measure_into
+from surgery.backends.measure import measure_into
 from surgery.isolate import report_progress
 from surgery.text import first_line
 
@@ -40,7 +40,7 @@ def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
     label = f"onnxruntime {ort.__version__}"
     original, note = model, ""
     if options.precision in ("fp16", "bf16"):
-        from surgery.builders.precision import lower_precision
+        from surgery.backends.precision import lower_precision
 
         model = lower_precision(model, options.precision, base_dir)
         note = (

@@ -1,7 +1,7 @@
 """TensorRT build (full TensorRT with a GPU, or TensorRT-RTX ahead of time without one; one code path):
 optimization profiles for dynamic inputs, a reusable timing cache, a workspace limit, precision (builder flags
 on TensorRT 10; the graph's own types on strongly typed TensorRT 11 / TensorRT-RTX), progress through
-TensorRT's IProgressMonitor. Runs inside an isolated worker (surgery.builders.build_model)."""
+TensorRT's IProgressMonitor. Runs inside an isolated worker (surgery.backends.build.build_model)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 from onnx import ModelProto
 
 from surgery.backends.base import BuildOptions, BuildReport
-from surgery.backends.tensorrt_worker import clean_words, import_trt
-from surgery.builders import named_node
+from surgery.backends.build import named_node
+from surgery.backends.tensorrt.worker import clean_words, import_trt
 from surgery.isolate import report_progress
 from surgery.text import error_line
 
@@ -122,7 +122,7 @@ def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
         )
 
     if options.precision in ("fp16", "bf16") and strongly_typed:
-        from surgery.builders.precision import lower_precision
+        from surgery.backends.precision import lower_precision
 
         model = lower_precision(model, options.precision, base_dir)
         notes.append(
@@ -259,7 +259,7 @@ def _run_engine(engine: bytes, model: ModelProto, options: BuildOptions, base_di
     plumbing). Inputs use each profile's opt shape."""
     from polygraphy.backend.trt import EngineFromBytes, TrtRunner
 
-    from surgery.builders.measure import measure_into
+    from surgery.backends.measure import measure_into
 
     with TrtRunner(EngineFromBytes(engine)) as runner:
         measure_into(report, model, base_dir, options, lambda feeds: lambda: dict(runner.infer(feeds)))

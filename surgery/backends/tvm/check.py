@@ -27,8 +27,8 @@ from surgery.backends.base import (
     not_installed,
     package_version,
 )
+from surgery.backends.build import BuiltHere
 from surgery.backends.probe import judge, probe_nodes
-from surgery.builders import BuiltHere
 from surgery.graph import GraphFacts
 from surgery.isolate import BackendCrash, call_isolated
 
@@ -74,13 +74,13 @@ def _ask_many(models: list[ModelProto], base_dir: str | None = None) -> list[tup
     crash."""
     blobs = [m.SerializeToString() for m in models]
     try:
-        errors = call_isolated("surgery.backends.tvm:_import_many", blobs, base_dir, timeout=TIMEOUT_S)
+        errors = call_isolated("surgery.backends.tvm.check:_import_many", blobs, base_dir, timeout=TIMEOUT_S)
     except BackendCrash:
         errors = []
         for blob in blobs:
             try:
                 errors.append(
-                    call_isolated("surgery.backends.tvm:_import", blob, base_dir, timeout=TIMEOUT_S / 4)
+                    call_isolated("surgery.backends.tvm.check:_import", blob, base_dir, timeout=TIMEOUT_S / 4)
                 )
             except BackendCrash as exc:
                 errors.append(str(exc))
@@ -115,7 +115,7 @@ class TVMBackend(BuiltHere):
     def check(self, model: ModelProto, base_dir: str | None = None, depth: Stage = Stage.PARSE) -> Report:
         t0 = time.perf_counter()
         version, error = call_isolated(
-            "surgery.backends.tvm:_import_whole", model.SerializeToString(), base_dir, timeout=TIMEOUT_S
+            "surgery.backends.tvm.check:_import_whole", model.SerializeToString(), base_dir, timeout=TIMEOUT_S
         )
         report = Report(self.id, self.label, self.version, backend_calls=1)
         nodes = model.graph.node

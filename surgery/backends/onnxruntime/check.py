@@ -22,8 +22,8 @@ from surgery.backends.base import (
     Verdict,
     first_line,
 )
+from surgery.backends.build import BuiltHere
 from surgery.backends.probe import judge, probe_nodes
-from surgery.builders import BuiltHere
 from surgery.graph import GraphFacts, opset_of
 
 

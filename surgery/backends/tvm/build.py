@@ -22,32 +22,19 @@ import numpy as np
 from onnx import ModelProto
 
 from surgery.backends.base import BuildOptions, BuildReport
-from surgery.builders.measure import measure_into, opt_shapes
+from surgery.backends.measure import measure_into, opt_shapes
 from surgery.isolate import report_progress
+from surgery.model import with_weights
 from surgery.text import error_line
 
 DEFAULT_TUNE_DIR = "~/.cache/onnx-surgery/tvm-tuning"  # the root is $ONNX_SURGERY_CACHE where set
 TUNED = "tuned.json"  # beside the database: task key -> the largest trial budget it was tuned with
 
 
-def _with_weights(model: ModelProto, base_dir) -> ModelProto:
-    """The frontend reads weights from the proto: load external data into a copy."""
-    from onnx.external_data_helper import load_external_data_for_model
-
-    from surgery.model import has_external_data
-
-    if not base_dir or not has_external_data(model):
-        return model
-    copy = ModelProto()
-    copy.CopyFrom(model)
-    load_external_data_for_model(copy, str(base_dir))
-    return copy
-
-
-def _outputs(value) -> list:
+def flat_outputs(value) -> list:
     if hasattr(value, "numpy"):
         return [value]
-    return [x for v in value for x in _outputs(v)]
+    return [x for v in value for x in flat_outputs(v)]
 
 
 def host_target():
@@ -320,7 +307,7 @@ def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
     log = [f"{label}; target {target} ({how})"]
     try:
         mod = from_onnx(
-            _with_weights(model, base_dir), shape_dict={k: list(v) for k, v in (shape_dict or {}).items()}
+            with_weights(model, base_dir), shape_dict={k: list(v) for k, v in (shape_dict or {}).items()}
         )
         report_progress(0.2, f"tvm: compiling for {how.split(' (')[0]}")
         ex = tvm.compile(mod, target=target)
@@ -374,7 +361,7 @@ def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
 
         def prepare(feeds):
             args = [tvm.runtime.tensor(feeds[n]) for n in order]
-            return lambda: {n: np.asarray(v.numpy()) for n, v in zip(names, _outputs(vm["main"](*args)))}
+            return lambda: {n: np.asarray(v.numpy()) for n, v in zip(names, flat_outputs(vm["main"](*args)))}
 
         return prepare
 

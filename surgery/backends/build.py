@@ -18,10 +18,10 @@ from surgery.isolate import BackendCrash, call_isolated
 from surgery.verdict import Stage
 
 BUILDERS = {
-    "onnxruntime": "surgery.builders.onnxruntime:build",
-    "openvino": "surgery.builders.openvino:build",
-    "tvm": "surgery.builders.tvm:build",
-    "tensorrt": "surgery.builders.tensorrt:build",
+    "onnxruntime": "surgery.backends.onnxruntime.build:build",
+    "openvino": "surgery.backends.openvino.build:build",
+    "tvm": "surgery.backends.tvm.build:build",
+    "tensorrt": "surgery.backends.tensorrt.build:build",
 }
 
 
@@ -124,7 +124,7 @@ def build_model(
     options.profiles = {n: _profile(n, shapes) for n, shapes in options.profiles.items()}
     check_profiles(model, options.profiles)  # before anything is written
     if name == "tvm" and options.tune_trials > 0 and not options.tune_dir:
-        from surgery.builders.tvm import tune_dir
+        from surgery.backends.tvm.build import tune_dir
 
         options.tune_dir = str(tune_dir(options))  # here, not in a worker started before the caller's env
     out_dir = Path(options.out_dir or tempfile.mkdtemp(prefix=f"onnx-surgery-{name}-"))
@@ -174,7 +174,7 @@ def build_ladder(
 ) -> list[BuildReport]:
     """A Q/DQ (INT8) model next to its float32 original: int8 builds the model as given, fp16/bf16/fp32 build
     the float32 model it stands for (its Q/DQ pairs taken out, surgery.quantize.strip_qdq). Every report's
-    accuracy is against that float32 original (surgery.builders.measure), so the rows compare. A model without
+    accuracy is against that float32 original (surgery.backends.measure), so the rows compare. A model without
     Q/DQ is built once, at `options.precision`."""
     from surgery.quantize import has_qdq, strip_qdq
 
@@ -208,7 +208,7 @@ def build_ladder(
 
 
 class BuiltHere:
-    """Mixin for backends whose builds live in surgery.builders (one module per backend here)."""
+    """Mixin for backends whose builds live in surgery.backends.build (one module per backend here)."""
 
     id: str
     default_depth = Stage.PARSE

@@ -43,7 +43,7 @@ def clean_words(text: str) -> str:
 def build_error(trt, data: bytes, path: str | None = None) -> str | None:
     """The builder's first error on the parsed model in its words, or None when it builds (no optimization
     profile, default config: what `build` does without options). Used where only the outcome matters
-    (recording words, benchmarks); `surgery.builders` is the full test build."""
+    (recording words, benchmarks); `surgery.backends.build` is the full test build."""
     lines: list[str] = []
 
     class Collect(trt.ILogger):

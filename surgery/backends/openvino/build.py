@@ -13,7 +13,7 @@ from pathlib import Path
 from onnx import ModelProto
 
 from surgery.backends.base import BuildOptions, BuildReport
-from surgery.builders.measure import measure_into
+from surgery.backends.measure import measure_into
 from surgery.isolate import report_progress
 from surgery.model import private_copy
 

@@ -1,32 +1,36 @@
 """Graph → what the app draws: a layered layout computed here (surgery.layout; the browser only paints), node
 labels and hover texts, shapes on edges, colours by verdict, constants and graph inputs drawn small beside each
-reader, big graphs collapsed into labelled groups (by name scope, else by ranges of the topological order) that
-open in place, focus windows, search.
+reader, big graphs collapsed into labelled groups (surgery.view.groups) that open in place, focus windows, and
+the before/after drawing of a step (`diff_view`).
 
 Pure data in, pure data out: `build_view` gives a `View`; `View.payload()` is what the graph component reads.
-The layout does not depend on verdicts: `structure()` lays out once, `paint()` colours it for one report.
-
-Scopes (the `scope` argument, and the id of a group node after its ``group:`` prefix):
-- ``/a/b``: the nodes named ``/a/b/...``;
-- ``level:/a``: the nodes directly in ``/a`` (no deeper scope); ``level:`` is the top level;
-- ``range:P-Q``: the nodes at topological positions P..Q (used where scopes alone would give too many groups);
-- ``block:P-Q``: for graphs without scopes, the nodes at positions P..Q that compute from the inputs, with the
-  constant-only nodes (weights, shapes) they read.
-"""
+The layout does not depend on verdicts: `structure()` lays out once, `paint()` colours it for one report."""
 
 from __future__ import annotations
 
 import hashlib
-import re
-from collections import Counter, defaultdict, deque
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from onnx import ModelProto
 
-from surgery.graph import GraphFacts, TensorInfo, all_inputs
+from surgery.graph import GraphFacts, all_inputs
 from surgery.layout import layered
 from surgery.model import gc_paused
-from surgery.verdict import Status, Verdict, said_line, speaker
+from surgery.verdict import Verdict
+from surgery.view.find import neighbourhood
+from surgery.view.groups import groups_of, scope_label, scope_members
+from surgery.view.labels import (
+    constant_label,
+    count_text,
+    group_label,
+    is_small,
+    node_info,
+    shape_text,
+    status_of,
+    tensor_label,
+    verdict_line,
+)
 
 COLORS = {
     "supported": "#2e9d57",
@@ -44,7 +48,6 @@ LEGEND = [
 ]
 WORST_FIRST = ("rejected", "unknown", "supported", "not checked")
 COLLAPSE_OVER = 1500  # a selection with more nodes opens collapsed into groups
-MIN_GROUPS, MAX_GROUPS = 6, 60
 SHAPES_BELOW = 3000  # edges show their tensor's shape by default below this many drawn nodes
 # Box sizes in canvas pixels for the component's fonts (op 14 px, constant 11 px, input/output 12 px): the layout
 # reserves them, so labels never overlap. A character of the label font is at most ~0.6 em wide.
@@ -158,463 +161,6 @@ class View:
         return dict(out)
 
 
-def status_of(verdict: Verdict | None) -> str:
-    if verdict is None:
-        return "not checked"
-    return {Status.SUPPORTED: "supported", Status.REJECTED: "rejected"}.get(verdict.status, "unknown")
-
-
-def _memo(facts: GraphFacts, key: str, make):
-    """Per-model-version facts the view derives once (names, op types, constant-only nodes): kept on the
-    GraphFacts object, which the app caches per model version."""
-    memo = facts.__dict__.setdefault("_view_memo", {})
-    if key not in memo:
-        memo[key] = make()
-    return memo[key]
-
-
-def _constant_nodes(facts: GraphFacts) -> frozenset[int]:
-    """Nodes whose every output is computable from constants only (weights, shape arithmetic on weights)."""
-
-    def make():
-        outs: dict[int, int] = defaultdict(int)
-        const: dict[int, int] = defaultdict(int)
-        for t, i in facts.producer.items():
-            outs[i] += 1
-            if t in facts.constant:
-                const[i] += 1
-        return frozenset(i for i, n in outs.items() if const[i] == n)
-
-    return _memo(facts, "constant_nodes", make)
-
-
-def _parts(name: str) -> list[str]:
-    return [p for p in name.split("/") if p]
-
-
-def _scope(name: str, depth: int) -> str:
-    """The first `depth` scope parts of a node name ("" when the name has no scope that deep)."""
-    parts = _parts(name)
-    return "/" + "/".join(parts[:depth]) if len(parts) > depth else ""
-
-
-def _names(facts: GraphFacts) -> list[str]:
-    """Node names (the key where a node has none). A key is the name itself unless the name is empty or
-    repeated (then it is Op#index): only those nodes' names are read from the model."""
-
-    def make():
-        nodes = facts.model.graph.node
-        return [(nodes[i].name or k) if "#" in k else k for i, k in enumerate(facts.keys)]
-
-    return _memo(facts, "names", make)
-
-
-def _head(name: str) -> str:
-    """`name` with its last part replaced by 'x' (a name ending in '/' stays as it is): `_scope` gives the same
-    for both at every depth."""
-    head, _, leaf = name.rpartition("/")
-    return f"{head}/x" if leaf else name
-
-
-def _scopes(facts: GraphFacts, depth: int) -> list[str]:
-    """`_scope(name, depth)` of every node, computed once per model version and depth."""
-
-    # A node's scope depends only on its name without the last part (and whether that part is empty): nodes of
-    # one layer share it, so each distinct one is split once (100k nodes: ~0.25 -> ~0.05 s a depth).
-    def make():
-        # "/enc/layer.3/Add_1" -> "/enc/layer.3/x", "/enc/" -> "/enc/": the same parts, but for the last one
-        heads = _memo(facts, "heads", lambda: [_head(n) for n in _names(facts)])
-        seen: dict[str, str] = {}
-        out = []
-        for head in heads:
-            s = seen.get(head)
-            if s is None:
-                s = seen[head] = _scope(head, depth)
-            out.append(s)
-        return out
-
-    return _memo(facts, f"scopes{depth}", make)
-
-
-def _scope_at(facts: GraphFacts, i: int, depth: int) -> str:
-    return _scopes(facts, depth)[i]
-
-
-def scope_members(facts: GraphFacts, scope: str) -> list[int]:
-    """Indices (topological order) of the nodes in `scope` (see the module docstring for the forms)."""
-    if scope.startswith("range:"):
-        a, _, b = scope[6:].partition("-")
-        return facts.order[int(a) : int(b) + 1]
-    if scope.startswith("block:"):
-        a, _, b = scope[6:].partition("-")
-        return _block_members(facts, int(a), int(b))
-    names = _names(facts)
-    if scope.startswith("level:"):
-        base = scope[6:]
-        depth = len(_parts(base))
-        return [
-            i
-            for i in facts.order
-            if (not base or names[i].startswith(base + "/")) and not _scope_at(facts, i, depth + 1)
-        ]
-    return [i for i in facts.order if names[i].startswith(scope + "/")]
-
-
-def scope_label(scope: str) -> str:
-    if scope.startswith("level:"):
-        return (scope[6:] or "top level") + " (directly)"
-    if scope.startswith(("range:", "block:")):
-        a, _, b = scope[6:].partition("-")
-        return f"nodes {int(a) + 1}–{int(b) + 1} in topological order"
-    return scope
-
-
-def neighbourhood(facts: GraphFacts, center: int, hops: int) -> set[int]:
-    """Nodes within `hops` edges (either direction) of `center`."""
-    graph = facts.model.graph
-    seen, frontier = {center}, deque([(center, 0)])
-    while frontier:
-        i, d = frontier.popleft()
-        if d == hops:
-            continue
-        near = [facts.producer[x] for x in all_inputs(graph.node[i]) if x in facts.producer]
-        for o in graph.node[i].output:
-            near += facts.consumers.get(o, [])
-        for j in near:
-            if j not in seen:
-                seen.add(j)
-                frontier.append((j, d + 1))
-    return seen
-
-
-def search_index(facts: GraphFacts) -> list[tuple[str, str, str]]:
-    """(key, key and name lower-cased, op type lower-cased) of every node, once per model version (100k nodes:
-    ~0.15 s; the app builds it in the background after the first drawing)."""
-    return _memo(
-        facts,
-        "search",
-        lambda: [
-            (k, f"{k}\n{name}".lower(), op.lower())
-            for k, name, op in zip(facts.keys, _names(facts), facts.ops)
-        ],
-    )
-
-
-SEARCHES_KEPT = 16
-
-
-def search(facts: GraphFacts, text: str, limit: int = 50) -> list[str]:
-    """Node keys whose name, key or op type contains `text` (case-insensitive); exact op-type matches first.
-    The last few answers are kept per model version: the app asks again on every rerun while the text stays in
-    the search box (a scan of 100k names is ~0.05 s)."""
-    t = text.strip().lower()
-    if not t:
-        return []
-    recent = _memo(facts, "search_hits", dict)
-    if (t, limit) not in recent:
-        exact, hits = [], []
-        for k, names, op in search_index(facts):
-            if op == t:
-                exact.append(k)
-            elif t in names or t in op:
-                hits.append(k)
-            if len(exact) >= limit:
-                break
-        while len(recent) >= SEARCHES_KEPT:
-            recent.pop(next(iter(recent)))
-        recent[(t, limit)] = (exact + hits)[:limit]
-    return list(recent[(t, limit)])
-
-
-def _rejected_in_order(verdicts: dict[str, Verdict], facts: GraphFacts) -> list[str]:
-    """The keys of the main graph's rejected nodes and those the target cannot confirm (red and amber: what needs a
-    look), in topological order (read from the verdicts: a model with few or no verdicts costs nothing however
-    many nodes it has)."""
-    bad = [k for k, v in verdicts.items() if k in facts.index and status_of(v) in ("rejected", "unknown")]
-    if not bad:
-        return []
-    pos, index = facts.position, facts.index
-    return sorted(bad, key=lambda k: pos[index[k]])
-
-
-def next_rejected(verdicts: dict[str, Verdict], facts: GraphFacts, current: str | None) -> str | None:
-    """The next rejected (or cannot-confirm) node after `current` in topological order (wrapping around), or None
-    if none is."""
-    bad = _rejected_in_order(verdicts, facts)
-    if not bad or current not in facts.index:
-        return bad[0] if bad else None
-    pos, index = facts.position, facts.index
-    after = [k for k in bad if pos[index[k]] > pos[index[current]]]
-    return (after or bad)[0]
-
-
-def constant_value(facts: GraphFacts, tensor: str, limit: int = 64):
-    """The value of `tensor` when it is an initializer or a Constant node's output with at most `limit`
-    elements (a numpy array), else None. External data is not read."""
-    from onnx import numpy_helper
-
-    t = facts.weights_tensor(tensor)
-    if t is None or t.data_location == 1:  # EXTERNAL
-        return None
-    n = 1
-    for d in t.dims:
-        n *= d
-    if n > limit:
-        return None
-    try:
-        return numpy_helper.to_array(t)
-    except Exception:  # an odd encoding: no preview rather than a broken inspector
-        return None
-
-
-def groups_of(facts: GraphFacts, members: list[int], scope: str | None) -> list[tuple[str, str, list[int]]]:
-    """Split `members` (topological order) into (scope id, label, members) groups: by the first name-scope
-    depth below `scope` that gives at least MIN_GROUPS groups; runs of consecutive groups (or plain runs of the
-    topological order, for flat names) are merged into `range:` groups when there would be more than
-    MAX_GROUPS."""
-    base = scope if scope and not scope.startswith(("range:", "level:", "block:")) else ""
-    depth0 = len(_parts(base))
-    groups: dict[str, list[int]] = {}
-    for depth in range(depth0 + 1, depth0 + 6):
-        groups = defaultdict(list)
-        here, above = _scopes(facts, depth), _scopes(facts, depth - 1) if depth > 1 else None
-        for i in members:
-            groups[here[i] or f"level:{above[i] if above else ''}"].append(i)
-        if len(groups) >= MIN_GROUPS:
-            break
-    if MIN_GROUPS <= len(groups) <= MAX_GROUPS:
-        return [(g, scope_label(g) if g.startswith("level:") else g, ms) for g, ms in groups.items()]
-    if len(groups) < MIN_GROUPS:  # no scopes to group by: blocks of the structure
-        return structural_groups(facts, members)
-    # too many (or too few) scopes: cut the topological order into runs, at scope changes where possible
-    pos = facts.position
-    group_of = {i: g for g, ms in groups.items() for i in ms}
-    target = max(1, -(-len(members) // MAX_GROUPS))
-    runs: list[list[int]] = [[]]
-    for i in members:
-        run = runs[-1]
-        if run and len(run) >= target and (len(groups) < MIN_GROUPS or group_of[i] != group_of[run[-1]]):
-            runs.append(run := [])
-        run.append(i)
-    out = []
-    for run in runs:
-        first, last = group_of[run[0]], group_of[run[-1]]
-        if first == last:
-            span = first
-        else:  # "/encoder/layer.0 … layer.47": the last one without the path they share
-            a, b = first.split("/"), last.split("/")
-            k = 0
-            while k < min(len(a), len(b)) - 1 and a[k] == b[k]:
-                k += 1
-            span = f"{first} … {'/'.join(b[k:])}"
-        out.append((f"range:{pos[run[0]]}-{pos[run[-1]]}", span, run))
-    return out
-
-
-def _constant_only(facts: GraphFacts, i: int) -> bool:
-    return i in _constant_nodes(facts)
-
-
-def _first_reader(facts: GraphFacts, i: int, pos: dict[int, int]) -> int | None:
-    readers = [j for o in facts.model.graph.node[i].output for j in facts.consumers.get(o, [])]
-    return min(readers, key=pos.__getitem__) if readers else None
-
-
-def _block_members(facts: GraphFacts, a: int, b: int) -> list[int]:
-    """``block:A-B``: the nodes at topological positions A..B that compute from the inputs, plus the nodes that
-    compute only from constants (weights, shapes) and are first read there."""
-    pos = facts.position
-    main = {i for i in facts.order[a : b + 1] if not _constant_only(facts, i)}
-    out = []
-    for i in facts.order:
-        if i in main:
-            out.append(i)
-        elif _constant_only(facts, i):
-            r = i
-            while r is not None and _constant_only(facts, r):  # up the constant chain to who reads it
-                r = _first_reader(facts, r, pos)
-            if r in main:
-                out.append(i)
-    return out
-
-
-def structural_groups(facts: GraphFacts, members: list[int]) -> list[tuple[str, str, list[int]]]:
-    """Groups for a graph without name scopes: the topological order of the nodes that compute from the inputs
-    cut into runs of about len/MAX_GROUPS nodes, each cut where the fewest tensors cross it (the ends of
-    blocks: a residual Add, a Concat, a transition), and each constant-only node (weights, shapes) in the group
-    of the node that reads it. Ids are ``block:A-B`` (topological positions)."""
-    pos = facts.position
-    constant = _constant_nodes(facts)
-    main = [i for i in members if i not in constant] or list(members)
-    m = len(main)
-    at = {i: k for k, i in enumerate(main)}
-    diff = [0] * (m + 1)
-    graph = facts.model.graph
-    for k, i in enumerate(main):
-        for o in graph.node[i].output:
-            last = max((at[j] for j in facts.consumers.get(o, []) if j in at), default=k)
-            if last > k:
-                diff[k] += 1
-                diff[last] -= 1
-    live, acc = [], 0
-    for k in range(m):
-        acc += diff[k]
-        live.append(acc)
-    target = max(2, -(-m // MAX_GROUPS))
-    cuts, start = [], 0
-    while m - start > target * 1.5:
-        lo, hi = start + max(1, int(target * 0.6)), min(m - 2, start + int(target * 1.6))
-        if lo > hi:
-            break
-        c = min(range(lo, hi + 1), key=lambda k: (live[k], abs(k - start - target)))
-        cuts.append(c)
-        start = c + 1
-    bounds = [0, *[c + 1 for c in cuts], m]
-    runs = [main[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
-    owner = {i: r for r, run in enumerate(runs) for i in run}
-    extra: dict[int, list[int]] = defaultdict(list)
-    for i in members:
-        if i in owner:
-            continue
-        r = i
-        while r is not None and r not in owner and _constant_only(facts, r):
-            r = _first_reader(facts, r, pos)
-        extra[owner.get(r, len(runs) - 1)].append(i)
-    out = []
-    for r, run in enumerate(runs):
-        a, b = pos[run[0]], pos[run[-1]]
-        ms = sorted(run + extra.get(r, []), key=pos.__getitem__)
-        out.append((f"block:{a}-{b}", f"block {r + 1}/{len(runs)} · nodes {a + 1}–{b + 1}", ms))
-    return out
-
-
-def _dim(d) -> str:
-    if (
-        d is None
-        or (isinstance(d, int) and d < 0)
-        or (isinstance(d, str) and (not d or d.startswith("unk__")))
-    ):
-        return "?"
-    return str(d)
-
-
-EDGE_LABEL_CHARS = 36
-
-
-# the names torch's exporter makes up for a dim it cannot name ("Reshapeoutput_0_dim_2",
-# "LayerNormalizationoutput_0_dim_1"): numbered, as inference's unk__3, not chosen by anyone
-_EXPORTER_NUMBERED = re.compile(r"[A-Za-z]+output_\d+_dim_\d+")
-LONG_NAME_CHARS = 12
-
-
-def _edge_dim(d) -> str:
-    """A dim for "×"-joined text: an expression (symbolic inference's "floor(h/2 - 1/2) + 1") in parentheses,
-    so that "16×(floor(h/2 - 1/2) + 1)" cannot be read as "16×floor(…) + 1"; a name the exporter numbered, "?"."""
-    if isinstance(d, str) and _EXPORTER_NUMBERED.fullmatch(d):
-        return "?"
-    text = _dim(d)
-    return f"({text})" if isinstance(d, str) and any(c in text for c in " +*/()") else text
-
-
-def tensor_label(info: TensorInfo) -> str:
-    """A tensor's dtype and shape as an edge shows it: "1×3×224×224" for float32, "int64 4" otherwise; "" when
-    nothing is known. Dims that inference or the exporter only numbered (unk__0, Addoutput_0_dim_1) or that are
-    negative show as "?"; a label longer than EDGE_LABEL_CHARS shows its expression dims as "(…)", then its
-    names longer than LONG_NAME_CHARS as "…" (the hover text writes them out)."""
-    if info.shape is None:
-        return "" if not info.dtype else info.dtype_name.lower()
-    parts = [_edge_dim(d) for d in info.shape]
-    dims = "×".join(parts) or "scalar"
-    if len(dims) > EDGE_LABEL_CHARS:
-        parts = ["(…)" if p.startswith("(") else p for p in parts]
-        dims = "×".join(parts)
-    if len(dims) > EDGE_LABEL_CHARS:
-        dims = "×".join("…" if len(p) > LONG_NAME_CHARS else p for p in parts)
-    if info.dtype_name in ("FLOAT", "?"):
-        return dims
-    return f"{info.dtype_name.lower()} {dims}"
-
-
-def shape_text(info: TensorInfo) -> str:
-    """ "[1, 3, ?, ?]": the shape as the hover text shows it ("?" for dims inference only numbered)."""
-    return "?" if info.shape is None else "[" + ", ".join(_dim(d) for d in info.shape) + "]"
-
-
-def _typed(facts: GraphFacts, tensor: str) -> str:
-    info = facts.info(tensor)
-    weights = " (weights)" if tensor in facts.initializers else ""
-    return f"  {tensor}  {info.dtype_name.lower()} {shape_text(info)}{weights}"
-
-
-def node_info(facts: GraphFacts, i: int) -> str:
-    """The hover text of one node before verdicts: op and name, domain, inputs and outputs with dtypes and
-    shapes (plain text)."""
-    node, key = facts.model.graph.node[i], facts.keys[i]
-    lines = [f"{node.op_type}  ·  {node.name or key}", f"domain: {node.domain or 'ai.onnx'}"]
-    ins = [x for x in node.input if x]
-    if ins:
-        lines.append("inputs:")
-        lines += [_typed(facts, x) for x in ins]
-    lines.append("outputs:")
-    lines += [_typed(facts, o) for o in node.output if o]
-    return "\n".join(lines)
-
-
-def verdict_line(label: str, v: Verdict | None, backend: str = "") -> str:
-    """One report's verdict on a node in one line: the backend's words quoted, our explanation after `why:`
-    (`backend`: the report's backend id, which says whose words they are)."""
-    if v is None:
-        return f"{label}: no verdict"
-    status = "cannot confirm" if v.status == Status.UNKNOWN else v.status.value
-    at = f" at {v.stage.value}" if v.status != Status.SUPPORTED else ""
-    said = said_line(
-        speaker(backend, v.stage),
-        v.words,
-        v.explanation if v.status != Status.SUPPORTED else "",
-        v.words_from,
-    )
-    return f"{label}: {status}{at}" + (f" — {said}" if said else "")
-
-
-def _constant_label(facts: GraphFacts, node) -> str:
-    value = constant_value(facts, node.output[0], limit=4) if node.output else None
-    if value is not None:
-        if value.ndim == 0:
-            text = f"{value.item():.4g}" if value.dtype.kind == "f" else str(value.item())
-        else:
-            text = (
-                "["
-                + ", ".join(f"{v:.4g}" if value.dtype.kind == "f" else str(v) for v in value.ravel())
-                + "]"
-            )
-        if len(text) <= 18:
-            return text
-    info = facts.info(node.output[0]) if node.output else None
-    if info is not None and info.shape is not None:
-        return "⟨" + "×".join(str(d) for d in info.shape) + "⟩" if info.shape else "scalar"
-    return "const"
-
-
-def _is_small(node) -> bool:
-    """Constant nodes are drawn as small boxes beside each reader instead of as operators."""
-    return node.op_type == "Constant" and node.domain in ("", "ai.onnx")
-
-
-def _count(n: int) -> str:
-    return "1 node" if n == 1 else f"{n} nodes"
-
-
-def _group_label(label: str, members: list[int], facts: GraphFacts) -> str:
-    """Its name, node count and top op types (of the nodes that compute from the inputs, where there are)."""
-    constant = _constant_nodes(facts)
-    main = [i for i in members if i not in constant] or members
-    op_of = facts.ops
-    ops = Counter(op_of[i] for i in main)
-    top = ", ".join(f"{op} {n}" for op, n in ops.most_common(3))
-    name = label if len(label) <= 34 else "…" + label[-33:]
-    return f"{name}\n{_count(len(members))} · {top}"
-
-
 def _draw(
     facts: GraphFacts,
     singles: set[int],
@@ -630,7 +176,7 @@ def _draw(
     view = View(total_nodes=len(graph.node), note=note, collapsed=bool(groups))
     units: list[ViewNode] = []
     for gid, label, members in groups:
-        text = _group_label(label, members, facts)
+        text = group_label(label, members, facts)
         w, h = box_size("group", text)
         units.append(
             ViewNode(
@@ -644,14 +190,14 @@ def _draw(
                 ref=f"group:{gid}",
                 w=w,
                 h=h,
-                info=f"group {label}\n{_count(len(members))} — click to open",
+                info=f"group {label}\n{count_text(len(members))} — click to open",
                 members=list(members),
                 order=min(pos_of[i] for i in members),
             )
         )
         for i in members:
             drawn[i] = f"group:{gid}"
-    small = {i for i in singles if _is_small(graph.node[i])}
+    small = {i for i in singles if is_small(graph.node[i])}
     for i in singles - small:
         node, key = graph.node[i], facts.keys[i]
         label = node.op_type if len(node.op_type) < 24 else node.op_type[:22] + "…"
@@ -678,7 +224,7 @@ def _draw(
         ):
             consts[r].append(i)
     for r, cs in consts.items():
-        labels = [_constant_label(facts, graph.node[i]) for i in cs]
+        labels = [constant_label(facts, graph.node[i]) for i in cs]
         label = " · ".join(labels)
         if len(label) > 22:
             label = labels[0] if len(cs) == 1 else f"{len(cs)} constants"
@@ -931,17 +477,6 @@ def build_view(
         engine=engine,
     )
     return paint(view, facts, verdicts, reports)
-
-
-def previous_rejected(verdicts: dict[str, Verdict], facts: GraphFacts, current: str | None) -> str | None:
-    """The rejected (or cannot-confirm) node before `current` in topological order (wrapping around), or None if
-    none is."""
-    bad = _rejected_in_order(verdicts, facts)
-    if not bad or current not in facts.index:
-        return bad[-1] if bad else None
-    pos, index = facts.position, facts.index
-    before = [k for k in bad if pos[index[k]] < pos[index[current]]]
-    return (before or bad)[-1]
 
 
 def _signature(facts: GraphFacts, i: int) -> tuple:
