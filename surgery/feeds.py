@@ -266,18 +266,26 @@ def _constant(name: str, g, inits: set[str]) -> np.ndarray | None:
 
 class _Tables:
     """The rows of the constant table a Gather (or GatherBlockQuantized) indexes, by node; shape inference is run
-    once, and only when a table is reached through more than _SAME_SHAPE ops and Transpose."""
+    once, and only when a table is reached through other ops than _SAME_SHAPE, Transpose and a constant Reshape."""
 
     def __init__(self, model: ModelProto):
         self.model = model
         g = model.graph
         self.init_dims = {t.name: list(t.dims) for t in g.initializer}
         self.producer = {o: n for n in g.node for o in n.output if o}
+        self.values: dict[
+            str, np.ndarray
+        ] = {}  # short 1-D int64 constants: the shapes a table is reshaped to
+        for t in g.initializer:
+            if _shape_like(t):
+                self.values[t.name] = numpy_helper.to_array(t)
         for n in g.node:
             if n.op_type == "Constant" and n.output:
                 for a in n.attribute:
                     if a.name == "value":
                         self.init_dims[n.output[0]] = list(a.t.dims)
+                        if _shape_like(a.t):
+                            self.values[n.output[0]] = numpy_helper.to_array(a.t)
         self._inferred: dict[str, list] | None = None
 
     def rows(self, node, k: int) -> tuple[int, str] | None:
@@ -311,6 +319,13 @@ class _Tables:
             perm = next((list(a.ints) for a in n.attribute if a.name == "perm"), None)
             perm = perm or list(reversed(range(len(shape))))
             return [shape[p] for p in perm], table
+        if n.op_type == "Reshape" and len(n.input) > 1 and n.input[1] in self.values:
+            to = [int(d) for d in self.values[n.input[1]].reshape(-1)]
+            to = [shape[k] if d == 0 and k < len(shape) else d for k, d in enumerate(to)]
+            if to.count(-1) == 1 and all(isinstance(d, int) for d in shape):
+                known = int(np.prod([d for d in to if d != -1]))
+                to[to.index(-1)] = int(np.prod(shape)) // known if known else 0
+            return to, table
         inferred = self._infer().get(name)
         return (inferred, table) if inferred is not None else None
 
@@ -328,6 +343,15 @@ class _Tables:
                 if shape is not None:
                     self._inferred[vi.name] = list(shape)
         return self._inferred
+
+
+def _shape_like(t: TensorProto) -> bool:
+    return (
+        t.data_type == TensorProto.INT64
+        and len(t.dims) == 1
+        and t.dims[0] <= 8
+        and t.data_location != TensorProto.EXTERNAL
+    )
 
 
 def _meant(kind: Kind, value: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, str]:

@@ -19,8 +19,9 @@ def _model(nodes, inputs, outputs, inits=(), opset=17):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
 
 
-def _embedding(rows, quantized=False):
-    """ids [batch, seq] -> Cast -> Unsqueeze -> Squeeze -> Gather on a [rows, 4] table (an int8 one dequantized)."""
+def _embedding(rows, via=""):
+    """ids [batch, seq] -> Cast -> Unsqueeze -> Squeeze -> Gather on a [rows, 4] table: an initializer, or one
+    reached through DequantizeLinear (int8), Transpose (a tied lm_head [4, rows]) or Reshape ([rows * 2, 2])."""
     table = np.arange(rows * 4, dtype=np.float32).reshape(rows, 4) / 10
     nodes = [
         helper.make_node("Cast", ["input_ids"], ["i32"], to=TensorProto.INT32),
@@ -28,28 +29,40 @@ def _embedding(rows, quantized=False):
         helper.make_node("Squeeze", ["u", "ax"], ["ids"]),
     ]
     inits = [numpy_helper.from_array(np.array([-1], np.int64), "ax")]
-    if quantized:
+    stored = {"dequantize": "emb.weight_quantized", "transpose": "lm_head", "reshape": "packed"}.get(
+        via, "emb.weight"
+    )
+    if via == "dequantize":
         inits += [
-            numpy_helper.from_array(
-                np.arange(rows * 4, dtype=np.int8).reshape(rows, 4), "emb.weight_quantized"
-            ),
+            numpy_helper.from_array(np.arange(rows * 4, dtype=np.int8).reshape(rows, 4), stored),
             numpy_helper.from_array(np.array(0.1, np.float32), "scale"),
         ]
-        nodes.append(helper.make_node("DequantizeLinear", ["emb.weight_quantized", "scale"], ["emb.weight"]))
+        nodes.append(helper.make_node("DequantizeLinear", [stored, "scale"], ["emb.weight"]))
+    elif via == "transpose":
+        inits.append(numpy_helper.from_array(table.T.copy(), stored))
+        nodes.append(helper.make_node("Transpose", [stored], ["emb.weight"], perm=[1, 0]))
+    elif via == "reshape":
+        inits += [
+            numpy_helper.from_array(table.reshape(rows * 2, 2), stored),
+            numpy_helper.from_array(np.array([-1, 4], np.int64), "rows_by_4"),
+        ]
+        nodes.append(helper.make_node("Reshape", [stored, "rows_by_4"], ["emb.weight"]))
     else:
-        inits.append(numpy_helper.from_array(table, "emb.weight"))
+        inits.append(numpy_helper.from_array(table, stored))
     nodes.append(helper.make_node("Gather", ["emb.weight", "ids"], ["y"], axis=0))
     return _model(nodes, [_vi("input_ids", I64, ["batch", "seq"])], [_vi("y", F, None)], inits)
 
 
 def test_token_ids_stay_within_the_embedding_table_and_use_it():
-    for rows, quantized in ((3, True), (300, False)):
-        made = draw(_embedding(rows, quantized), seed=0, dims={"batch": 4, "seq": 64})
+    for rows, via in ((3, "dequantize"), (300, ""), (40, "transpose"), (40, "reshape")):
+        made = draw(_embedding(rows, via), seed=0, dims={"batch": 4, "seq": 64})
         ids = made.arrays["input_ids"]
-        assert ids.dtype == np.int64 and ids.min() >= 0 and ids.max() < rows
+        assert ids.dtype == np.int64 and ids.min() >= 0 and ids.max() < rows, via
         if rows > 4:
             assert ids.max() > 3  # drawn over the table, not the 0..3 of other integers
-        table = "emb.weight_quantized" if quantized else "emb.weight"
+        table = {"dequantize": "emb.weight_quantized", "transpose": "lm_head", "reshape": "packed"}.get(
+            via, "emb.weight"
+        )
         assert made.drawn["input_ids"] == f"token ids < {rows}, rows of {table}"
 
 
