@@ -56,10 +56,8 @@ _PASS = {"Cast", "Unsqueeze", "Squeeze", "Reshape", "Flatten", "Identity", "Expa
 _SAME_SHAPE = {"Cast", "Identity", "DequantizeLinear"}
 
 KV_PAST, KV_SEQUENCE = 4, 3  # positions in the KV cache and new tokens, when a decoder's lengths are related
-MASK_BATCH, TEXT_SEQUENCE = (
-    2,
-    3,
-)  # rows and tokens for a model fed token ids with a mask, where its dims are free
+# rows and tokens for a model fed token ids, where its dims are free and related lengths are asked for
+MASK_BATCH, TEXT_SEQUENCE = 2, 3
 
 
 @dataclass
@@ -89,8 +87,8 @@ def draw(
     kinds = input_kinds(model)
     if text_rows is not None:
         dims = {**text_dims(model, text_rows, kinds), **kv_cache_dims(model), **(dims or {})}
-    out = Feeds()
     dims = dims or {}
+    out = Feeds()
     for vi in model.graph.input:
         if vi.name in inits:
             continue
