@@ -29,7 +29,8 @@ import onnx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from precision_models import CORPUS  # noqa: E402
 
-from surgery.ort import run, seeded_inputs  # noqa: E402
+from surgery.feeds import seeded_inputs
+from surgery.ort import run  # noqa: E402
 from surgery.usecases.precision import PrecisionRequest, search  # noqa: E402
 from surgery.verify import mean_relative_error  # noqa: E402
 from surgery.workspace import apply_step  # noqa: E402

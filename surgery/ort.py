@@ -1,4 +1,4 @@
-"""Running models with onnxruntime: the runnable copy (IR version lowered where safe), sessions, seeded inputs.
+"""Running models with onnxruntime: the runnable copy (IR version lowered where safe), sessions.
 
 The model itself is never changed: only the copy handed to onnxruntime may carry a lower `ir_version`.
 """
@@ -12,9 +12,7 @@ import numpy as np
 import onnx
 from onnx import ModelProto, TensorProto, helper
 
-from surgery.graph import tensor_info_from_type
 from surgery.model import has_external_data
-from surgery.specs import SHAPE_MAX_ELEMENTS
 
 # Minimal IR version that introduced each element type (onnx/onnx docs/IR.md, "IR version history").
 _DTYPE_MIN_IR = {
@@ -117,61 +115,6 @@ def run_serialized(data: bytes, feeds: dict, base_dir: str | None = None) -> dic
     if missing:
         raise ValueError(f"no value for input(s) {sorted(missing)}")
     return dict(zip(names, sess.run(names, {k: v for k, v in feeds.items() if k in wanted})))
-
-
-_NP = {
-    TensorProto.FLOAT: np.float32,
-    TensorProto.DOUBLE: np.float64,
-    TensorProto.FLOAT16: np.float16,
-    TensorProto.INT64: np.int64,
-    TensorProto.INT32: np.int32,
-    TensorProto.INT16: np.int16,
-    TensorProto.INT8: np.int8,
-    TensorProto.UINT8: np.uint8,
-    TensorProto.UINT16: np.uint16,
-    TensorProto.UINT32: np.uint32,
-    TensorProto.UINT64: np.uint64,
-    TensorProto.BOOL: np.bool_,
-}
-
-
-def seeded_inputs(
-    model: ModelProto, seed: int = 0, dims: dict[str, int] | None = None, default_dim: int = 2
-) -> dict[str, np.ndarray]:
-    """Deterministic inputs for every real graph input. Symbolic dims come from `dims`, else `default_dim` (2,
-    not 1: a batch of 1 hides broadcasting and squeeze mistakes)."""
-    rng = np.random.default_rng(seed)
-    inits = {t.name for t in model.graph.initializer}
-    dims = dims or {}
-    feeds: dict[str, np.ndarray] = {}
-    for vi in model.graph.input:
-        if vi.name in inits:
-            continue
-        info = tensor_info_from_type(vi.name, vi.type)
-        if info.shape is None:
-            raise ValueError(f"input '{vi.name}' has no shape; give its shape to generate inputs")
-        shape = [d if isinstance(d, int) else dims.get(str(d), default_dim) for d in info.shape]
-        size = int(np.prod(shape, dtype=object)) if shape else 1
-        if size > SHAPE_MAX_ELEMENTS:  # 2e9 floats would take the machine's memory and minutes to draw
-            raise ValueError(
-                f"input '{vi.name}' is {'x'.join(map(str, shape))}: {size:,} elements; inputs this tool generates "
-                f"hold at most {SHAPE_MAX_ELEMENTS:,}. Note: give it a smaller shape"
-            )
-        np_type = _NP.get(info.dtype)
-        if np_type is None:
-            raise ValueError(
-                f"input '{vi.name}' has type {info.dtype_name}, which seeded inputs cannot generate"
-            )
-        # np.asarray: a scalar input (shape []) is a 0-d array, not a numpy scalar onnxruntime refuses
-        if np_type is np.bool_:
-            feeds[vi.name] = np.asarray(rng.random(shape) > 0.5)
-        elif np.issubdtype(np_type, np.integer) and vi.name == "attention_mask":
-            feeds[vi.name] = np.ones(shape, np_type)  # a transformer's mask: every token attended
-        elif np.issubdtype(np_type, np.integer):
-            feeds[vi.name] = np.asarray(rng.integers(0, 4, size=shape).astype(np_type))
-        else:
-            feeds[vi.name] = np.asarray(rng.standard_normal(shape).astype(np_type))
-    return feeds
 
 
 def run(

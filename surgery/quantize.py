@@ -13,7 +13,8 @@ What is quantized (TensorRT's Q/DQ placement advice: quantize the inputs of the 
 
 Calibration inputs (`calib`):
 
-- ``random:N``: N seeded samples (surgery.ort.seeded_inputs, standard normal floats, seeds `seed`..`seed+N-1`).
+- ``random:N``: N seeded samples (surgery.feeds: standard normal floats, token ids within the embedding table, a
+  decoder's KV cache in consistent lengths; seeds `seed`..`seed+N-1`).
   It replays exactly, but the scales fit noise: accuracy figures then mean little.
 - ``FILE.npz``: one array per graph input, keyed by the input's name; an array shaped like the input is one
   sample (a fixed batch dim B that the first axis is a multiple of is cut into batches of B), one with an extra
@@ -312,14 +313,17 @@ class Calibration:
             raise CalibrationError("the model has no graph inputs to calibrate")
         self._get: Callable[[int], dict[str, np.ndarray]]
         if self.source.kind == "random":
-            from surgery.ort import seeded_inputs
+            from surgery.feeds import draw
+
+            def seeded(k: int) -> dict[str, np.ndarray]:  # one row: some exports run at no other batch
+                return draw(model, seed=seed + k, default_dim=1, text_rows=1).arrays
 
             try:
-                seeded_inputs(model, seed=seed, default_dim=1)
+                seeded(0)
             except ValueError as exc:
                 raise CalibrationError(str(exc)) from None
             self._n = self.source.count
-            self._get = lambda k: seeded_inputs(model, seed=seed + k, default_dim=1)
+            self._get = seeded
         elif self.source.kind == "npz":
             samples = _npz_samples(self.source.path, inputs)
             self._n = len(samples)

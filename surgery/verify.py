@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 from onnx import ModelProto
 
+from surgery.feeds import MASK_BATCH, describe, draw_for_both
 from surgery.text import first_line
 from surgery.verdict import Safety
 
@@ -106,6 +107,9 @@ class VerifyReport:
     bound: float | None = (
         None  # an approximate fix's promise: max abs within this fraction of each output's range
     )
+    drawn: dict[str, str] = field(
+        default_factory=dict
+    )  # input name -> how its values were drawn (surgery.feeds)
 
     @property
     def ok(self) -> bool:
@@ -128,8 +132,11 @@ class VerifyReport:
         )
         head = {"ok": "verified", "failed": "VERIFICATION FAILED"}[self.status]
         within = f", bound {self.bound:.2%} of range" if self.bound is not None else ""
-        return f"{head} ({self.safety}{within}, seed {self.seed}): {per}" + (
-            f" — {self.message}" if self.message else ""
+        inputs = describe(self.drawn)  # only inputs drawn for their meaning (token ids, masks, ...)
+        return (
+            f"{head} ({self.safety}{within}, seed {self.seed}): {per}"
+            + (f" — {self.message}" if self.message else "")
+            + (f" — inputs: {inputs}" if inputs else "")
         )
 
     def to_dict(self) -> dict:
@@ -247,65 +254,30 @@ FEED_LIMIT = 1 << 24  # elements per input
 RUN_FAILURE = "Non-zero status code returned while running"
 
 
-def _seeded(original: ModelProto, changed: ModelProto, seed: int, dims: dict[str, int], default_dim: int = 1):
-    """Seeded inputs for both models: the original's inputs, or the changed model's where the original has no
-    shape for one (e.g. before freeze_shapes)."""
-    from surgery.ort import seeded_inputs
-
-    try:
-        return seeded_inputs(original, seed=seed, dims=dims, default_dim=default_dim)
-    except ValueError as first:
-        try:
-            theirs = seeded_inputs(changed, seed=seed, dims=dims, default_dim=default_dim)
-        except ValueError:
-            raise first from None
-        return theirs
-
-
-KV_PAST, KV_SEQUENCE = 4, 3  # positions in the KV cache and new tokens, when a decoder's lengths are related
-
-
-def kv_cache_dims(model: ModelProto) -> dict[str, int]:
-    """Sizes for a decoder with a KV cache (inputs past_key_values.* / past_*: [batch, heads, past, head]) whose
-    attention_mask is as long as the past and the new tokens together (its length another symbol than
-    input_ids'): past KV_PAST, new KV_SEQUENCE, the mask's length their sum, batch 1. One size for every dim
-    cannot run such a model (past + new != total). Empty for any other model."""
-    shapes = {i.name: [d.dim_param for d in i.type.tensor_type.shape.dim] for i in model.graph.input}
-    past = [s for n, s in shapes.items() if n.startswith("past_") and len(s) == 4 and s[2]]
-    ids, mask = shapes.get("input_ids"), shapes.get("attention_mask")
-    if not past or not ids or not mask or len(ids) != 2 or len(mask) != 2 or not mask[1] or mask[1] == ids[1]:
-        return {}
-    out = {p[2]: KV_PAST for p in past} | {mask[1]: KV_PAST + KV_SEQUENCE}
-    if ids[1]:
-        out[ids[1]] = KV_SEQUENCE
-    if ids[0]:
-        out[ids[0]] = 1  # onnxruntime's GroupQueryAttention takes new tokens after a past at batch 1 only
-    # a symbolic head size (onnxruntime-genai's builder: 'kv_cache_dim'): twice the width of its full-rotary
-    # cache 'cos_cache' [max_position, head / 2]
-    cos = next((t for t in model.graph.initializer if t.name == "cos_cache" and len(t.dims) == 2), None)
-    heads = {p[3] for p in past if p[3]}
-    if cos is not None and len(heads) == 1:
-        out[heads.pop()] = 2 * cos.dims[1]
-    return out
-
-
 def _reference_run(original, changed, reference, seed, dims, base_dir):
     """(feeds, the original's outputs) at the first free-dim size the original runs at; raises the smallest
-    size's failure when none runs. A decoder with a KV cache first gets related lengths (kv_cache_dims)."""
+    size's failure when none runs. The inputs are surgery.feeds': token ids within the embedding table, padded
+    masks, related KV cache lengths."""
     first_error, tried = None, []
     for size in FREE_DIM_SIZES:
-        kv = kv_cache_dims(original)
-        feeds = _seeded(original, changed, seed, {**kv, **(dims or {})}, default_dim=size)
-        shapes = {k: np.shape(v) for k, v in feeds.items()}
-        if tried and (shapes in tried or max(map(np.prod, shapes.values()), default=0) > FEED_LIMIT):
-            break  # no free dim (the same inputs again), or too large to try
-        tried.append(shapes)
-        try:
-            return feeds, _run_or_cone(reference, original, changed, feeds, base_dir)
-        except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
-            first_error = first_error or exc
-            if not any(why in str(exc) for why in (RUN_FAILURE, "onnxruntime crashed")):
-                break  # the session cannot be made at all (an op onnxruntime lacks): sizes do not matter
+        fresh = False
+        for rows in (MASK_BATCH, 1):  # a padded mask needs two rows; some exports run at one only
+            drawn = draw_for_both(original, changed, seed, dims or {}, default_dim=size, text_rows=rows)
+            shapes = {k: np.shape(v) for k, v in drawn.arrays.items()}
+            if shapes in tried:
+                continue  # the same inputs again (no free dim, or no text rows)
+            if tried and max(map(np.prod, shapes.values()), default=0) > FEED_LIMIT:
+                raise first_error  # too large to try
+            fresh = True
+            tried.append(shapes)
+            try:
+                return drawn, _run_or_cone(reference, original, changed, drawn.arrays, base_dir)
+            except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
+                first_error = first_error or exc
+                if not any(why in str(exc) for why in (RUN_FAILURE, "onnxruntime crashed")):
+                    raise first_error from None  # the session cannot be made at all: sizes do not matter
+        if not fresh:
+            break
     raise first_error
 
 
@@ -414,7 +386,9 @@ def _worst(reports: list[VerifyReport], note: str) -> VerifyReport:
     messages = list(dict.fromkeys(m for r in reports for m in r.message.split("; ") if m))
     status = "failed" if any(r.status == "failed" for r in reports) else "ok"
     joined = "; ".join([*messages, note])
-    return VerifyReport(status, first.safety, outputs, joined, first.seed, first.feeds, first.bound)
+    return VerifyReport(
+        status, first.safety, outputs, joined, first.seed, first.feeds, first.bound, first.drawn
+    )
 
 
 def _verify_once(
@@ -435,13 +409,15 @@ def _verify_once(
     # a changed model may expose tensors the original computes inside (an extracted subgraph): compare those
     reference = _with_outputs(original, [o.name for o in changed.graph.output])
     shapes: dict = {}
+    drawn: dict[str, str] = {}
     which = "original"
     try:
         if feeds is None:
             try:
-                feeds, a = _reference_run(
+                made, a = _reference_run(
                     original, changed, reference, seed, _input_dims(original, changed, dims), base_dir
                 )
+                feeds, drawn = made.arrays, made.drawn
             except ValueError as exc:
                 if "no value for input" in str(exc):
                     raise
@@ -462,6 +438,7 @@ def _verify_once(
             seed=seed,
             feeds=shapes,
             bound=bound,
+            drawn=drawn,
         ), None
     declared = [o.name for o in original.graph.output]
     a_order = declared + [n for n in a if n not in declared]
@@ -546,7 +523,7 @@ def _verify_once(
             "(seeded integer inputs are 0..3: lengths and indices may need real values)"
         )
     status = "failed" if failed else "ok"
-    report = VerifyReport(status, safety.value, outputs, "; ".join(notes), seed, shapes, bound)
+    report = VerifyReport(status, safety.value, outputs, "; ".join(notes), seed, shapes, bound, drawn)
     return report, feeds
 
 

@@ -241,7 +241,8 @@ def test_uint8_input_read_as_uint8_elsewhere_is_refused():
 
 def test_a_decoder_with_a_kv_cache_is_verified_with_related_lengths():
     """past + new tokens = the mask's length: one size for every symbolic dim cannot run such a model."""
-    from surgery.verify import kv_cache_dims, verify
+    from surgery.feeds import kv_cache_dims
+    from surgery.verify import verify
 
     i64 = TensorProto.INT64
     nodes = [
@@ -263,8 +264,7 @@ def test_a_decoder_with_a_kv_cache_is_verified_with_related_lengths():
         "past_sequence_length": 4,
         "total_length": 7,
         "sequence_length": 3,
-        "batch": 1,
-    }
+    }  # the batch is left free: 1 only where a GroupQueryAttention needs it (tests/test_feeds.py)
     report = verify(m, m)
     assert report.status == "ok", report.summary()
     # onnxruntime-genai's symbolic head size: twice its rotary cache's width

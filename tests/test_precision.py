@@ -17,8 +17,9 @@ from precision_models import layernorm, residual_stack, softmax
 from surgery.backends.precision import lower_precision
 from surgery.cli import main
 from surgery.emulate import Emulator
+from surgery.feeds import seeded_inputs
 from surgery.fixes import get_fix
-from surgery.ort import run, seeded_inputs
+from surgery.ort import run
 from surgery.verify import mean_relative_error
 from surgery.workspace import Workspace
 

@@ -16,9 +16,10 @@ import pytest
 from onnx import numpy_helper
 
 from surgery.cli import main
+from surgery.feeds import seeded_inputs
 from surgery.fixes import FixError
 from surgery.model import fingerprint
-from surgery.ort import run, seeded_inputs
+from surgery.ort import run
 from surgery.quantize import QDQ_OPS, has_qdq, quantize, strip_qdq
 from surgery.samples import build
 from surgery.verify import accuracy

@@ -1,7 +1,7 @@
 """Latency and accuracy of a built engine: median and p90 over timed runs after warm-up; per output the max abs
 error and the relative error distribution (surgery.verify's definitions: each element's |ref - got| /
 max(mean(|ref|), 1e-12), its mean, p99 and max) against onnxruntime's fp32 run of the model as given to the
-builder, on seeded inputs (surgery.ort.seeded_inputs). A Q/DQ (INT8) model is compared against the float32
+builder, on seeded inputs (surgery.feeds.seeded_inputs). A Q/DQ (INT8) model is compared against the float32
 model it stands for, its Q/DQ pairs taken out (surgery.quantize.strip_qdq), not against itself."""
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def feeds_for(model: ModelProto, shapes: dict[str, tuple[int, ...]] | None = Non
     declares none; other dynamic dims are 1."""
     from onnx import helper
 
-    from surgery.ort import seeded_inputs
+    from surgery.feeds import seeded_inputs
 
     shaped = model
     if shapes:

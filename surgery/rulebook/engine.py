@@ -492,8 +492,8 @@ def _pinned_feeds(original: ModelProto, pins: dict[str, Any], dims: dict[str, in
     import numpy as np
     from onnx import helper
 
+    from surgery.feeds import seeded_inputs
     from surgery.graph import tensor_info_from_type
-    from surgery.ort import seeded_inputs
 
     try:
         feeds = seeded_inputs(original, seed=0, dims=dims, default_dim=1)

@@ -384,10 +384,10 @@ def _vocabulary(model: ModelProto) -> list[str]:
 def seeded_feeds(
     model: ModelProto, seed: int = 0, shapes: dict[str, list[int]] | None = None, default_dim: int = 2
 ) -> dict[str, np.ndarray]:
-    """Deterministic inputs for every graph input: numbers as surgery.ort.seeded_inputs makes them, strings drawn
+    """Deterministic inputs for every graph input: numbers as surgery.feeds.seeded_inputs makes them, strings drawn
     from the model's own vocabulary. `shapes` fixes an input's shape (name -> dims; '' for every input)."""
+    from surgery.feeds import seeded_inputs
     from surgery.graph import tensor_info_from_type
-    from surgery.ort import seeded_inputs
 
     shapes = shapes or {}
     inits = {t.name for t in model.graph.initializer}
