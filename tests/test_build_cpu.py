@@ -249,3 +249,20 @@ def test_a_timing_budget_or_run_count_that_makes_no_sense_is_refused(flag, sampl
     model = str(sample_dir / "healthy_cnn.onnx")
     assert main(["build", model, "--backend", "onnxruntime", "--out", str(tmp_path / "b"), *flag]) == 2
     assert "--time-budget above 0" in capsys.readouterr().err
+
+
+def test_the_build_use_case_ladders_a_qdq_model_unless_a_precision_is_asked(sample_dir):
+    """surgery.usecases.build (the CLI's build and the app's Test build): a calibrated model is built at int8,
+    fp16 and fp32 against its float32 original; the same Q/DQ model at an asked precision is built once."""
+    from surgery.backends.base import BuildOptions
+    from surgery.usecases.build import BuildRequest, build
+
+    model = onnx.load(sample_dir / "healthy_cnn.onnx")
+    options = BuildOptions(runs=2, time_budget_s=None)
+    calibrated = build(model, BuildRequest(["onnxruntime"], options, calibration="random:2"))
+    assert calibrated.quantized is not None and calibrated.ok
+    assert [r.precision for r in calibrated.reports] == ["int8", "fp16", "fp32"]
+    asked = build(calibrated.quantized, BuildRequest(["onnxruntime"], options))
+    assert len(asked.reports) == 1 and asked.ok
+    laddered = build(calibrated.quantized, BuildRequest(["onnxruntime"], options, precision_asked=False))
+    assert [r.precision for r in laddered.reports] == ["int8", "fp16", "fp32"]

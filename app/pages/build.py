@@ -15,10 +15,11 @@ import streamlit as st  # noqa: E402
 from verdicts import inline_code, md_escape  # noqa: E402
 
 from surgery.backends.base import BuildOptions  # noqa: E402
-from surgery.backends.build import build_ladder, build_model, check_profiles  # noqa: E402
+from surgery.backends.build import check_profiles  # noqa: E402
 from surgery.graph import GraphFacts  # noqa: E402
-from surgery.quantize import RANDOM_WARNING, CalibrationError, has_qdq, progress_to, quantize  # noqa: E402
+from surgery.quantize import RANDOM_WARNING, CalibrationError, has_qdq  # noqa: E402
 from surgery.specs import parse_profiles, profile_example  # noqa: E402
+from surgery.usecases.build import BuildRequest, build  # noqa: E402
 
 sidebar.render()
 s = adapter.state()
@@ -70,7 +71,7 @@ if precision in ("fp16", "bf16", "int8") or calibrate:
         label="Which nodes break accuracy at this precision? The Precision page finds them and keeps them in fp32",
         icon=":material/tune:",
     )
-upload = None
+upload, per_channel = None, False
 if calibrate:
     st.caption(
         "Quantizes the current model to INT8 Q/DQ as strongly typed TensorRT takes it (onnxruntime's static "
@@ -115,56 +116,62 @@ if profiles:
     st.caption("Every backend that runs here is timed at the profile's min, opt and max shapes.")
 
 
-def _quantized():
-    """The current model quantized as the calibration widgets say; None (with the error shown) when it cannot."""
-    bar = st.progress(0.0, text="quantizing: checking the calibration data")
-    with tempfile.TemporaryDirectory(prefix="onnx-surgery-calib-") as tmp:
-        if upload is None and source != "random":
-            st.error("Upload a calibration .npz first, or choose random calibration.")
-            return None
-        spec = f"random:{int(samples)}" if source == "random" else str(Path(tmp) / Path(upload.name).name)
-        if source != "random":
-            Path(spec).write_bytes(upload.getvalue())
-        try:
-            with progress_to(lambda f, m: bar.progress(f, text=f"quantizing: {m}"[:80])):
-                model = quantize(
-                    ws.current,
-                    spec,
-                    per_channel=per_channel,
-                    base_dir=str(ws.original.base_dir) if ws.original.base_dir else None,
-                )
-        except CalibrationError as exc:
-            bar.empty()
-            st.error(md_escape(str(exc).replace(str(Path(tmp)) + "/", "")), icon=":material/error:")
-            return None
-    what = f"{int(samples)} random samples" if source == "random" else upload.name
-    s.quantized = {"bytes": model.SerializeToString(), "calib": what, "per_channel": per_channel}
-    return model
+def _calibration(tmp: str) -> str | None:
+    """The calibration the widgets ask for, as surgery.quantize takes it (an upload is written into `tmp`); None
+    (with the error shown) when there is none yet."""
+    if source == "random":
+        return f"random:{int(samples)}"
+    if upload is None:
+        st.error("Upload a calibration .npz first, or choose random calibration.")
+        return None
+    path = Path(tmp) / Path(upload.name).name
+    path.write_bytes(upload.getvalue())
+    return str(path)
 
 
 if st.button("Build", key="build_go", type="primary", disabled=not backends):
-    results = []
     s.pop("quantized", None)
-    model = _quantized() if calibrate else ws.current
-    base_dir = None if calibrate else (str(ws.original.base_dir) if ws.original.base_dir else None)
-    for backend in backends if model is not None else []:
-        bar = st.progress(0.0, text=f"{backend}: starting")
-        options = BuildOptions(
-            precision="fp32" if calibrate else precision,
-            runs=int(runs),
-            profiles=profiles,
-            tune_trials=int(tune_trials) if backend == "tvm" else 0,
-        )
-        progress = lambda f, m, bar=bar: bar.progress(min(max(f, 0.0), 1.0), text=m[:80])  # noqa: E731
-        if calibrate:
-            reports = build_ladder(backend, model, options, progress=progress)
-        else:
-            reports = [build_model(backend, model, options, progress=progress, base_dir=base_dir)]
-        ok = all(r.ok for r in reports)
-        seconds = sum(r.build_seconds for r in reports)
-        bar.progress(1.0, text=f"{backend}: {'built' if ok else 'failed'} in {seconds:.2f} s")
-        results.extend(reports)
-    s.build_results = results
+    s.build_results, bars = [], {}
+
+    def progress_for(backend):
+        bars[backend] = st.progress(0.0, text=f"{backend}: starting")
+        return lambda f, m: bars[backend].progress(min(max(f, 0.0), 1.0), text=m[:80])
+
+    options = BuildOptions(
+        precision=precision, runs=int(runs), profiles=profiles, tune_trials=int(tune_trials)
+    )
+    with tempfile.TemporaryDirectory(prefix="onnx-surgery-calib-") as tmp:
+        calibration = _calibration(tmp) if calibrate else None
+        if calibration is not None or not calibrate:
+            request = BuildRequest(backends, options, calibration=calibration, per_channel=per_channel)
+            bar = st.progress(0.0, text="quantizing: checking the calibration data") if calibrate else None
+            try:
+                outcome = build(
+                    ws.current,
+                    request,
+                    base_dir=str(ws.original.base_dir) if ws.original.base_dir else None,
+                    progress_for=progress_for,
+                    quantize_progress=(lambda f, m: bar.progress(f, text=f"quantizing: {m}"[:80]))
+                    if bar
+                    else None,
+                )
+            except CalibrationError as exc:
+                bar.empty()
+                st.error(md_escape(str(exc).replace(str(Path(tmp)) + "/", "")), icon=":material/error:")
+                outcome = None
+            if outcome is not None:
+                for backend, b in bars.items():
+                    mine = [r for r in outcome.reports if r.backend.split("@")[0] == backend.split("@")[0]]
+                    ok, seconds = all(r.ok for r in mine), sum(r.build_seconds for r in mine)
+                    b.progress(1.0, text=f"{backend}: {'built' if ok else 'failed'} in {seconds:.2f} s")
+                s.build_results = outcome.reports
+                if outcome.quantized is not None:
+                    what = f"{int(samples)} random samples" if source == "random" else upload.name
+                    s.quantized = {
+                        "bytes": outcome.quantized.SerializeToString(),
+                        "calib": what,
+                        "per_channel": per_channel,
+                    }
 if s.get("quantized"):
     info = s.quantized
     st.success(

@@ -239,9 +239,9 @@ def print_table(reports, out=None, model: str = "MODEL") -> None:
 
 def run(args) -> int:
     from surgery.backends.base import BuildOptions
-    from surgery.backends.build import build_ladder, build_model, check_profiles
+    from surgery.backends.build import check_profiles
     from surgery.model import dumps
-    from surgery.quantize import has_qdq
+    from surgery.usecases.build import BuildRequest, build
 
     backends = args.backend or ["onnxruntime"]
     if "all" in backends:
@@ -283,29 +283,29 @@ def run(args) -> int:
             last[0] = message
             print(f"  {message}", file=sys.stderr, flush=True)
 
-    reports = []
-    for backend in backends:
-        options = BuildOptions(
-            precision=args.precision or "fp32",
-            profiles=profiles,
-            workspace_mb=args.workspace_mb,
-            timing_cache=args.timing_cache,
-            out_dir=args.out,
-            runs=args.runs or 20,
-            time_budget_s=None if args.runs else args.time_budget,
-            warmup=args.warmup,
-            timeout_s=args.timeout,
-            tune_trials=args.tune_trials if backend == "tvm" else 0,
-            tune_dir=args.tune_dir,
-        )
-        base_dir = str(model.base_dir) if model.base_dir else None
-        with chatter_to_stderr(args.json):
-            if args.precision is None and has_qdq(model.proto):
-                reports.extend(build_ladder(backend, model.proto, options, progress, base_dir))
-            else:
-                reports.append(build_model(backend, model.proto, options, progress, base_dir))
-        if show:
-            print("\r" + " " * 80 + "\r", end="", file=sys.stderr)
+    options = BuildOptions(
+        precision=args.precision or "fp32",
+        profiles=profiles,
+        workspace_mb=args.workspace_mb,
+        timing_cache=args.timing_cache,
+        out_dir=args.out,
+        runs=args.runs or 20,
+        time_budget_s=None if args.runs else args.time_budget,
+        warmup=args.warmup,
+        timeout_s=args.timeout,
+        tune_trials=args.tune_trials,
+        tune_dir=args.tune_dir,
+    )
+    request = BuildRequest(backends, options, precision_asked=args.precision is not None)
+    with chatter_to_stderr(args.json):
+        reports = build(
+            model.proto,
+            request,
+            base_dir=str(model.base_dir) if model.base_dir else None,
+            progress_for=lambda backend: progress,
+        ).reports
+    if show:
+        print("\r" + " " * 80 + "\r", end="", file=sys.stderr)
     if args.json:
         print(dumps([r.to_dict() for r in reports], indent=2))
     else:
