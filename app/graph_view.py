@@ -3,7 +3,9 @@ shared by every target; the colouring per target on top of it (cheap). Library c
 
 from __future__ import annotations
 
-import adapter
+import fixing
+import graph_facts
+import session
 import streamlit as st
 
 
@@ -14,7 +16,7 @@ def _structure(
     from surgery.view.draw import structure
 
     if focus is None and scope is None:
-        ready = adapter.first_view(_facts)  # the start model's, read ahead by the server
+        ready = graph_facts.first_view(_facts)  # the start model's, read ahead by the server
         if ready is not None:
             return ready
     return structure(_facts, focus=focus, hops=hops, scope=scope, context=context)
@@ -30,7 +32,7 @@ def _painted(fp: str, layout: tuple, target: str | None, targets: tuple, _view, 
 def window() -> tuple[str | None, str | None]:
     """(scope, context) from the scope trail: the deepest scope, opened in place within the one above it
     ("" = the whole graph)."""
-    scopes = adapter.state().get("scopes") or []
+    scopes = session.state().get("scopes") or []
     if not scopes:
         return None, None
     return scopes[-1], (scopes[-2] if len(scopes) > 1 else "")
@@ -41,8 +43,8 @@ def view(report, reports, focus: str | None, hops: int):
     scope, context = (None, None) if focus else window()
     # a big model's collapsed drawing needs no shapes: it is drawn with the declared types while they are
     # inferred; a window (focus, scope) is drawn at once too, with the shapes on its edges once they are in
-    facts = adapter.facts(shapes=bool(focus or scope), wait=False)
-    fp = adapter.version()
+    facts = graph_facts.facts(shapes=bool(focus or scope), wait=False)
+    fp = session.version()
     typed = facts.inferred
     structure = _structure(fp, focus, hops, scope, context, typed, facts)
     verdicts = report.by_node() if report else {}
@@ -61,12 +63,12 @@ def view(report, reports, focus: str | None, hops: int):
 def open_group(view, gid: str) -> None:
     """A click on a group: open it in place. A group inside the opened scope goes one level deeper; a sibling
     of the opened scope takes its place."""
-    adapter.enter_scope(gid, instead_of_last=view.opened is not None and gid not in view.inner_groups)
+    session.enter_scope(gid, instead_of_last=view.opened is not None and gid not in view.inner_groups)
 
 
 def go_to(depth: int) -> None:
     """Breadcrumb: keep the first `depth` scopes of the trail (0 = the whole graph)."""
-    adapter.keep_scopes(depth)
+    session.keep_scopes(depth)
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)
@@ -80,17 +82,17 @@ def _diff(fp_before: str, fp_after: str, target: str | None, _before, _after, _v
 def compare_options() -> dict[str, str]:
     """What the graph can compare (label -> choice id): every applied step of the recipe, the original with
     now, and each fix previewed in the inspector."""
-    ws = adapter.workspace()
+    ws = session.workspace()
     out = {"—": ""}
     if ws.cursor:
         out["original → now (overlaid)"] = f"steps:0-{ws.cursor}"
     for n, step in enumerate(ws.recipe, 1):
         out[f"step {n}: {step.fix} (before → after)"] = f"steps:{n - 1}-{n}"
-    s = adapter.state()
+    s = session.state()
     key = s.get("selected")
     previewing = any(k.startswith("preview-") and s[k] is True for k in list(s.keys()))
     if key and previewing:  # proposals only when a fix is previewed (they cost seconds on big models)
-        for p in adapter.proposals(key):
+        for p in fixing.proposals(key):
             if p.step is not None and s.get(f"preview-{p.rule.id}"):
                 out[f"preview: {p.rule.id} on {key}"] = f"preview:{p.rule.id}"
     return out
@@ -100,7 +102,7 @@ def compare(choice: str, report, reports):
     """The overlaid before/after drawing for a `compare_options()` choice, or None."""
     from surgery.model import fingerprint
 
-    ws = adapter.workspace()
+    ws = session.workspace()
     if choice.startswith("steps:"):
         a, _, b = choice[6:].partition("-")
         before, after = ws.model_at(int(a)), ws.model_at(int(b))
@@ -108,9 +110,7 @@ def compare(choice: str, report, reports):
         from surgery.workspace import apply_step
 
         rule = choice[len("preview:") :]
-        found = [
-            p for p in adapter.proposals(adapter.state().get("selected")) if p.rule.id == rule and p.step
-        ]
+        found = [p for p in fixing.proposals(session.state().get("selected")) if p.rule.id == rule and p.step]
         if not found:
             return None
         before = ws.current

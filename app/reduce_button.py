@@ -3,7 +3,8 @@ one the target still refuses with the same code and words, for a bug report, and
 
 from __future__ import annotations
 
-import adapter
+import session
+import split_reduce
 import streamlit as st
 from verdicts import md_escape
 
@@ -25,13 +26,13 @@ def show(node_key: str, reports) -> None:
             icon=":material/content_cut:",
             width="stretch",
             help=f"cut the model down while {r.label} keeps refusing this node the same way; stops after "
-            f"{adapter.REDUCE_TIME_LIMIT_S:g} s with the smallest found so far",
+            f"{split_reduce.REDUCE_TIME_LIMIT_S:g} s with the smallest found so far",
         ):
             bar = st.progress(0.0, text=md_escape(f"Reducing with {r.label}: starting"))
             with st.spinner(md_escape(f"Reducing with {r.label}…")):
-                adapter.make_reduced(node_key, r.backend, progress=_bar(bar))
+                split_reduce.make_reduced(node_key, r.backend, progress=_bar(bar))
             bar.empty()
-        result = adapter.reduced(node_key, r.backend)
+        result = split_reduce.reduced(node_key, r.backend)
         if result is None:
             continue
         if isinstance(result, str):
@@ -48,10 +49,10 @@ def show(node_key: str, reports) -> None:
                 )
             )
         )
-        stem = adapter.state().model_name.rsplit(".", 1)[0]
+        stem = session.state().model_name.rsplit(".", 1)[0]
         st.download_button(
             "Download the minimal model",
-            lambda result=result: adapter.reduced_bytes(result),
+            lambda result=result: split_reduce.reduced_bytes(result),
             f"{stem}.{node_key.strip('/').replace('/', '_')}.min.onnx",
             key=f"reduce-dl-{r.backend}-{node_key}",
             icon=":material/download:",

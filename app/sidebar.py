@@ -3,7 +3,10 @@
 import html
 import re
 
-import adapter
+import checks
+import opening
+import session
+import session_store
 import streamlit as st
 from verdicts import md_escape
 
@@ -26,14 +29,14 @@ def breakable(name: str) -> str:
 
 def _open_upload() -> None:
     """The uploader's callback: a chosen file opens at once (a bad one leaves the open model and says why)."""
-    up = adapter.state().get("upload")
+    up = session.state().get("upload")
     if up is not None:
-        adapter.open_bytes(up.getvalue(), up.name)
+        opening.open_bytes(up.getvalue(), up.name)
 
 
 def render() -> None:
-    adapter.ensure_state()
-    s = adapter.state()
+    opening.ensure_state()
+    s = session.state()
     st.markdown(STYLE, unsafe_allow_html=True)
     with st.sidebar:
         st.markdown("### ONNX Surgery")
@@ -42,7 +45,7 @@ def render() -> None:
         )
         sample = st.selectbox("Sample model", ["—", *SAMPLES], key="sample_pick")
         if sample != "—" and st.button("Open sample", key="open_sample"):
-            adapter.open_sample(sample)
+            opening.open_sample(sample)
             st.rerun()
         st.file_uploader(
             "Upload an .onnx file",
@@ -52,26 +55,26 @@ def render() -> None:
             help="the model opens as soon as the file is chosen",
         )
         # Streamlit's own line says its limit in whole decimal MB; this one is the limit the app holds
-        limit = adapter.upload_limit()
+        limit = session.upload_limit()
         st.caption(f"Limit {size_text(limit)} ({limit:,} bytes) per .onnx file")
-        if adapter.models_dir() is not None:
-            path = st.text_input(f"Path under {adapter.models_dir()}", key="server_path")
-            if path and st.button("Open path", key="open_path") and adapter.open_path(path):
+        if session.models_dir() is not None:
+            path = st.text_input(f"Path under {session.models_dir()}", key="server_path")
+            if path and st.button("Open path", key="open_path") and opening.open_path(path):
                 st.rerun()
-        options = adapter.target_options()
-        adapter.keep_targets(options)  # the widget below is bound to this state
-        st.multiselect("Targets", options, key="targets", on_change=adapter.targets_changed)
+        options = checks.target_options()
+        checks.keep_targets(options)  # the widget below is bound to this state
+        st.multiselect("Targets", options, key="targets", on_change=session_store.targets_changed)
         st.selectbox(
             "Check to",
-            list(adapter.DEPTHS),
+            list(checks.DEPTHS),
             key="check_depth",
             help="parse: the backend's parser / importer; build: also build what parsed (as Test build does); "
             "by default TensorRT checks to parse, onnxruntime, OpenVINO and TVM to build",
         )
-        if adapter.check_pending() and s.targets:
-            n = len(adapter.workspace().current.graph.node)
+        if checks.check_pending() and s.targets:
+            n = len(session.workspace().current.graph.node)
             st.info(f"{n:,} nodes: the graph is drawn first; checking them takes a while.")
-            st.button("Check with the targets", key="check_now", on_click=adapter.allow_check, type="primary")
+            st.button("Check with the targets", key="check_now", on_click=checks.allow_check, type="primary")
         if s.error:
             st.error(md_escape(s.error))  # it names the file, as the user named it
         if s.get("notice"):  # not an error: what happened to this tab's work (another tab saved the session)
@@ -82,7 +85,7 @@ def render() -> None:
                     st.button(
                         lesson.title,
                         key=f"side-lesson-{lesson.name}",
-                        on_click=adapter.open_lesson,
+                        on_click=opening.open_lesson,
                         args=(lesson.name,),
                     )
         _recent_sessions()
@@ -90,7 +93,7 @@ def render() -> None:
 
 def _recent_sessions() -> None:
     """Work saved in earlier sessions (this server's state folder), to reopen where it was left."""
-    found, problems = adapter.recent_sessions()
+    found, problems = session_store.recent_sessions()
     if not found and not problems:
         return
     with st.expander("Recent sessions"):
@@ -98,7 +101,7 @@ def _recent_sessions() -> None:
             st.button(
                 md_escape(info.describe()),
                 key=f"session-{info.id}",
-                on_click=adapter.reopen_session,
+                on_click=session_store.reopen_session,
                 args=(info.id,),
                 help="reopen this model with its steps, replayed from the original",
             )

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import re
 
-import adapter
 import pandas as pd
+import session
+import split_reduce
 import streamlit as st
 from verdicts import md_escape
 
@@ -74,9 +75,9 @@ def show(report) -> None:
         with st.spinner(
             md_escape(f"Splitting for {report.label}: cutting, checking every part, running the chain…")
         ):
-            adapter.make_split(target, int(min_nodes), progress=_bar(bar))
+            split_reduce.make_split(target, int(min_nodes), progress=_bar(bar))
         bar.empty()
-    plan = adapter.split_result(target, int(min_nodes))
+    plan = split_reduce.split_result(target, int(min_nodes))
     if plan is None:
         return
     if isinstance(plan, str):  # the library names its --min-nodes option; here it is the number box above
@@ -172,10 +173,10 @@ def show(report) -> None:
                 hide_index=True,
                 key=f"split-verify-{target}",
             )
-    stem = adapter.state().model_name.rsplit(".", 1)[0]
+    stem = session.state().model_name.rsplit(".", 1)[0]
     st.download_button(
         "Download parts and plan (zip)",
-        lambda: adapter.split_zip(plan),
+        lambda: split_reduce.split_zip(plan),
         f"{stem}.split-{target.replace('@', '-')}.zip",
         key=f"split-zip-{target}",
         icon=":material/download:",

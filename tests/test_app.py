@@ -184,9 +184,9 @@ def test_a_model_with_heavy_weights_is_checked_by_onnxruntime_in_a_worker(tmp_pa
     onnx.save(generated(3, custom_in="/stage0/block1/Relu"), path)  # a model no other test checks
     monkeypatch.setenv("ONNX_SURGERY_START_MODEL", str(path))
     monkeypatch.syspath_prepend(str(Path(MAIN).parent))
-    import adapter  # the module the pages import
+    import checks  # the module the pages import
 
-    monkeypatch.setattr(adapter, "CHECK_IN_WORKER_OVER", 0)
+    monkeypatch.setattr(checks, "CHECK_IN_WORKER_OVER", 0)
 
     def not_here(*args, **kwargs):
         raise AssertionError("checked in the server")
@@ -223,10 +223,10 @@ def test_in_a_browser_the_checks_wait_for_the_drawing_or_a_few_seconds(tmp_path,
     onnx.save(generated(2), path)  # a model no other test checks
     monkeypatch.setenv("ONNX_SURGERY_START_MODEL", str(path))
     monkeypatch.syspath_prepend(str(Path(MAIN).parent))
-    import adapter
+    import checks
 
-    monkeypatch.setattr(adapter, "browser_attached", lambda: True)  # AppTest has no browser: as if it had one
-    monkeypatch.setattr(adapter, "CHECKS_WAIT_FOR_DRAWING_S", 1.0)
+    monkeypatch.setattr(checks, "browser_attached", lambda: True)  # AppTest has no browser: as if it had one
+    monkeypatch.setattr(checks, "CHECKS_WAIT_FOR_DRAWING_S", 1.0)
     at = run_page(targets=["tensorrt-static@10.15"])
     at.run()
     assert not at.success and not at.error  # no verdicts: the drawing was not reported
@@ -364,14 +364,14 @@ def test_a_big_model_is_drawn_with_declared_types_and_the_inspector_waits_for_in
     import sys
 
     at = run_page()
-    adapter = sys.modules["adapter"]  # the app's module, as the running app imported it
-    monkeypatch.setattr(adapter, "SHAPES_LATER_OVER", 3)  # every lesson model counts as big
+    graph_facts = sys.modules["graph_facts"]  # the app's module, as the running app imported it
+    monkeypatch.setattr(graph_facts, "SHAPES_LATER_OVER", 3)  # every lesson model counts as big
     at.button(key="side-lesson-resize_scales_chain").click()
     at.run()
     assert not at.exception
     fp = at.session_state["_fp_memo"][1]
-    declared = adapter._declared_facts(fp, None)
-    started = adapter._background(fp, None, None)[0]  # started once the page was drawn
+    declared = graph_facts._declared_facts(fp, None)
+    started = graph_facts._background(fp, None, None)[0]  # started once the page was drawn
     inferred = started.result(timeout=60)
     assert inferred.producer is declared.producer  # the shapes were added to the declared facts
     assert not declared.inferred and inferred.inferred
@@ -396,9 +396,9 @@ def test_a_selection_in_a_big_model_does_not_wait_for_its_shapes(monkeypatch):
     import surgery.graph
 
     at = run_page()
-    adapter = sys.modules["adapter"]
-    monkeypatch.setattr(adapter, "SHAPES_LATER_OVER", 3)  # every lesson model counts as big
-    adapter._background.clear()  # no shapes left from another test's run of the same lesson
+    graph_facts = sys.modules["graph_facts"]
+    monkeypatch.setattr(graph_facts, "SHAPES_LATER_OVER", 3)  # every lesson model counts as big
+    graph_facts._background.clear()  # no shapes left from another test's run of the same lesson
     release, real = threading.Event(), surgery.graph.infer_in_worker
 
     def slow(facts, **kw):
@@ -410,8 +410,8 @@ def test_a_selection_in_a_big_model_does_not_wait_for_its_shapes(monkeypatch):
     at.run()
     assert not at.exception
     fp = at.session_state["_fp_memo"][1]
-    shapes = adapter._background(fp, None, None)[0]
-    declared = adapter._declared_facts(fp, None)
+    shapes = graph_facts._background(fp, None, None)[0]
+    declared = graph_facts._declared_facts(fp, None)
     key = next(k for k in declared.keys if declared.node(k).op_type == "Resize")
     at.session_state["selected"] = key
     at.run(timeout=10)  # would time out waiting for the shapes
@@ -421,7 +421,7 @@ def test_a_selection_in_a_big_model_does_not_wait_for_its_shapes(monkeypatch):
     assert not any(b.key and b.key.startswith("apply-") for b in at.button)
     release.set()
     shapes.result(timeout=60)
-    adapter._background(fp, None, None)[1].result(timeout=60)
+    graph_facts._background(fp, None, None)[1].result(timeout=60)
     at.run()
     assert not at.exception
     captions = " ".join(c.value for c in at.caption)
@@ -451,8 +451,8 @@ def test_a_big_model_edited_in_the_app_gets_the_shapes_of_the_edited_model(monke
     import time
 
     at = run_page()
-    adapter = sys.modules["adapter"]
-    monkeypatch.setattr(adapter, "SHAPES_LATER_OVER", 3)  # every lesson model counts as big
+    graph_facts = sys.modules["graph_facts"]
+    monkeypatch.setattr(graph_facts, "SHAPES_LATER_OVER", 3)  # every lesson model counts as big
     at.session_state["targets"] = ["onnxruntime"]
     at.button(key="side-lesson-ml_scaler").click()
     at.run()
@@ -469,7 +469,7 @@ def test_a_big_model_edited_in_the_app_gets_the_shapes_of_the_edited_model(monke
     assert [s.rule for s in ws.recipe] == ["ml-scaler-decompose"]
     fp = at.session_state["_fp_memo"][1]
     assert fp == ws.fingerprint()  # the edited model's
-    started = adapter._background(fp, None, None)[0]
+    started = graph_facts._background(fp, None, None)[0]
     inferred = started.result(timeout=60)
     assert inferred.inferred and inferred.model is ws.current
     # tensors only the edit made have inferred shapes: the worker inferred the edited model, not the file
@@ -485,22 +485,22 @@ def test_the_shape_worker_reads_a_file_only_for_the_unedited_model_read_from_it(
     from surgery.workspace import Workspace
 
     run_page()
-    adapter = sys.modules["adapter"]
+    graph_facts = sys.modules["graph_facts"]
     path = sample_path("resize_scales_chain")
     monkeypatch.chdir(tmp_path)
     (tmp_path / "upload.onnx").write_bytes(b"not this one")  # an upload's name that is also a file here
     uploaded = Workspace.open(path.read_bytes(), name="upload.onnx")
-    monkeypatch.setattr(adapter, "workspace", lambda: uploaded)
-    assert adapter._unedited_path() is None  # an upload is never read back from a path
+    monkeypatch.setattr(graph_facts, "workspace", lambda: uploaded)
+    assert graph_facts._unedited_path() is None  # an upload is never read back from a path
     opened = Workspace.open(path)
-    monkeypatch.setattr(adapter, "workspace", lambda: opened)
-    assert adapter._unedited_path() == str(path)
+    monkeypatch.setattr(graph_facts, "workspace", lambda: opened)
+    assert graph_facts._unedited_path() == str(path)
     copy = tmp_path / "m.onnx"
     copy.write_bytes(path.read_bytes())
     changed = Workspace.open(copy)
-    monkeypatch.setattr(adapter, "workspace", lambda: changed)
+    monkeypatch.setattr(graph_facts, "workspace", lambda: changed)
     copy.write_bytes(path.read_bytes() + b"\0")  # the file changed since it was read
-    assert adapter._unedited_path() is None
+    assert graph_facts._unedited_path() is None
 
 
 def test_the_banner_shows_a_parsers_bare_words_beside_our_explanation(two_quantizers, monkeypatch):
@@ -571,12 +571,13 @@ def test_the_start_model_read_ahead_by_the_server_is_what_the_first_page_shows(b
     onnx.save(model, path)
     monkeypatch.setenv("ONNX_SURGERY_START_MODEL", str(path))
     monkeypatch.syspath_prepend(str(Path(MAIN).parent))
-    import adapter
+    import graph_facts
+    import opening
 
     if big:
-        monkeypatch.setattr(adapter, "SHAPES_LATER_OVER", 100)
-    adapter.read_ahead(str(path))
-    ahead = adapter._AHEAD[path.resolve()].result()
+        monkeypatch.setattr(graph_facts, "SHAPES_LATER_OVER", 100)
+    graph_facts.read_ahead(str(path))
+    ahead = graph_facts._AHEAD[path.resolve()].result()
     assert ahead.facts.inferred is not big
 
     laid_out, real_structure = [], surgery.view.draw.structure
@@ -589,14 +590,14 @@ def test_the_start_model_read_ahead_by_the_server_is_what_the_first_page_shows(b
         raise AssertionError("the start model was read again")
 
     monkeypatch.setattr(surgery.view.draw, "structure", structure)
-    real_load = adapter.load_model
-    monkeypatch.setattr(adapter, "load_model", read_again)
+    real_load = opening.load_model
+    monkeypatch.setattr(opening, "load_model", read_again)
     at = run_page(targets=["tensorrt-static@10.15"])
     assert at.session_state["ws"].original is ahead.model
     assert any("2000 nodes collapsed into" in c.value for c in at.caption), [c.value for c in at.caption]
     assert not [k for k in laid_out if not k.get("focus") and not k.get("scope")], laid_out
 
-    monkeypatch.setattr(adapter, "load_model", real_load)
+    monkeypatch.setattr(opening, "load_model", real_load)
     second = run_page(targets=["tensorrt-static@10.15"])
     assert second.session_state["ws"].original is not ahead.model
     assert second.session_state["ws"].original.content_hash == ahead.model.content_hash
@@ -610,10 +611,10 @@ def test_a_start_model_changed_after_it_was_read_ahead_is_read_again(tmp_path, m
     onnx.save(scoped_chain(500), path)
     monkeypatch.setenv("ONNX_SURGERY_START_MODEL", str(path))
     monkeypatch.syspath_prepend(str(Path(MAIN).parent))
-    import adapter
+    import graph_facts
 
-    adapter.read_ahead(str(path))
-    adapter._AHEAD[path.resolve()].result()
+    graph_facts.read_ahead(str(path))
+    graph_facts._AHEAD[path.resolve()].result()
     onnx.save(scoped_chain(510), path)  # rewritten since: 2040 nodes
     at = run_page(targets=["tensorrt-static@10.15"])
     assert any("2040 nodes collapsed into" in c.value for c in at.caption), [c.value for c in at.caption]
@@ -758,12 +759,12 @@ def test_a_new_session_checks_with_the_live_parser_where_it_runs(monkeypatch):
     """The live parser is a default target where it runs here (its own words beside the predictor's), and
     `onnx-surgery app -t` (ONNX_SURGERY_TARGETS) replaces the defaults."""
     monkeypatch.syspath_prepend(str(Path(MAIN).parent))
-    import adapter
+    import checks
 
     monkeypatch.delenv("ONNX_SURGERY_TARGETS", raising=False)
     at = run_page()
-    live = adapter.live_parser_runs()
+    live = checks.live_parser_runs()
     assert ("tensorrt" in at.session_state["targets"]) == live
-    assert at.session_state["targets"][live:] == adapter.DEFAULT_TARGETS
+    assert at.session_state["targets"][live:] == checks.DEFAULT_TARGETS
     monkeypatch.setenv("ONNX_SURGERY_TARGETS", "openvino,tensorrt-static@8.6")
     assert run_page().session_state["targets"] == ["openvino", "tensorrt-static@8.6"]

@@ -3,10 +3,10 @@
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # app/: adapter, sidebar, graph_component
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # app/: session, checks, fixing, sidebar, graph_component, ...
 
 
-import adapter  # noqa: E402
+import checks  # noqa: E402
 import pandas as pd  # noqa: E402
 import sidebar  # noqa: E402
 import streamlit as st  # noqa: E402
@@ -22,7 +22,7 @@ rows = [
         "available": "yes" if a.ok else "no",
         "details": a.reason,
     }
-    for bid, label, version, a in adapter.backends_here()
+    for bid, label, version, a in checks.backends_here()
 ]
 st.dataframe(pd.DataFrame(rows), hide_index=True, key="backends_table")
 st.caption(

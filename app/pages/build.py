@@ -6,10 +6,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # app/: adapter, sidebar, graph_component
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # app/: session, checks, fixing, sidebar, graph_component, ...
 
-import adapter  # noqa: E402
+import checks  # noqa: E402
 import pandas as pd  # noqa: E402
+import session  # noqa: E402
 import sidebar  # noqa: E402
 import streamlit as st  # noqa: E402
 from verdicts import inline_code, md_escape  # noqa: E402
@@ -22,19 +23,19 @@ from surgery.specs import parse_profiles, profile_example  # noqa: E402
 from surgery.usecases.build import BuildRequest, build  # noqa: E402
 
 sidebar.render()
-s = adapter.state()
-ws = adapter.workspace()
+s = session.state()
+ws = session.workspace()
 st.title("Test build")
 st.caption(
     "Builds the current model (with your fixes) on each backend this machine has. TensorRT uses full "
     "TensorRT where installed with a GPU, else TensorRT-RTX, which builds ahead of time without a GPU."
 )
 c = st.columns([3, 1, 1])
-here, why_not = adapter.buildable()
+here, why_not = checks.buildable()
 backends = c[0].multiselect(
     "Backends",
     here,
-    default=[b for b in here if b in ("tensorrt", "onnxruntime") or b in adapter.state().targets],
+    default=[b for b in here if b in ("tensorrt", "onnxruntime") or b in session.state().targets],
     key="build_backends",
 )
 for name, reason in why_not.items():

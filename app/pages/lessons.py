@@ -4,10 +4,12 @@ apply the fix, see it turn supported, read the numbers."""
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # app/: adapter, sidebar, graph_component
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # app/: session, checks, fixing, sidebar, graph_component, ...
 
 
-import adapter  # noqa: E402
+import fixing  # noqa: E402
+import opening  # noqa: E402
+import session  # noqa: E402
 import sidebar  # noqa: E402
 import streamlit as st  # noqa: E402
 from verdicts import md_escape, show_message, show_report_banner, show_verdict  # noqa: E402
@@ -26,7 +28,7 @@ st.caption(
 
 def show_walkthrough(name: str) -> None:
     with st.spinner("Checking, fixing, verifying…"):
-        w = adapter.walkthrough(name)
+        w = fixing.walkthrough(name)
     before, verdict = w.before, w.verdict
     st.markdown(f"**1. Open the broken model** `{name}.onnx` and check it with **{before.label}**.")
     if verdict is not None:
@@ -87,7 +89,7 @@ def show_walkthrough(name: str) -> None:
 for lesson in lessons():
     with st.container(border=True):
         st.markdown(f"#### {lesson.title}")
-        failure = adapter.lesson_failure(lesson.name)
+        failure = fixing.lesson_failure(lesson.name)
         if failure is None:  # a healthy model: nothing fails, so nothing to name
             st.markdown(f"**Accepted by** `{lesson.backend}`")
         else:
@@ -102,13 +104,13 @@ for lesson in lessons():
         st.markdown(f"**Fix.** {md_escape(lesson.fix)}" + (f" Rule: `{lesson.rule}`." if lesson.rule else ""))
         if lesson.rule:
             b = st.columns([1, 1, 3])
-            b[0].button("Walk through", key=f"walk-{lesson.name}", on_click=adapter.walk, args=(lesson.name,))
+            b[0].button("Walk through", key=f"walk-{lesson.name}", on_click=session.walk, args=(lesson.name,))
             if b[1].button(
                 "Open in the Workbench",
                 key=f"lesson-{lesson.name}",
-                on_click=adapter.open_lesson,
+                on_click=opening.open_lesson,
                 args=(lesson.name,),
             ):
                 st.switch_page("pages/workbench.py")
-            if adapter.walking() == lesson.name:
+            if session.walking() == lesson.name:
                 show_walkthrough(lesson.name)

@@ -3,13 +3,15 @@
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # app/: adapter, sidebar, graph_component
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # app/: session, checks, fixing, sidebar, graph_component, ...
 
 
 from collections import Counter  # noqa: E402
 
-import adapter  # noqa: E402
+import checks  # noqa: E402
+import opening  # noqa: E402
 import pandas as pd  # noqa: E402
+import session  # noqa: E402
 import sidebar  # noqa: E402
 import split_view  # noqa: E402
 import streamlit as st  # noqa: E402
@@ -20,9 +22,9 @@ from surgery.verdict import Status, said_line, speaker  # noqa: E402
 
 sidebar.render()
 
-adapter.ensure_state()
-ws = adapter.workspace()
-reports = adapter.reports()
+opening.ensure_state()
+ws = session.workspace()
+reports = checks.reports()
 st.title("Overview")
 if not reports:
     st.info("Pick targets in the sidebar.")
@@ -80,10 +82,10 @@ for r in reports:
                 st.markdown(f"**Why** (our explanation): {md_escape(g.explanation)}")
             for v in g.verdicts:
                 if st.button(md_escape(f"{v.op_type} {v.node}"), key=f"ov-{r.backend}-{v.node}"):
-                    adapter.select(v.node)
+                    session.select(v.node)
                     st.switch_page("pages/workbench.py")
     if r.verdicts and (r.rejected or any(v.status.value == "unknown" for v in r.verdicts)):
-        part = adapter.partition(r)
+        part = checks.partition(r)
         m = st.columns(4)
         m[0].metric("engines (supported regions)", part.engines)
         m[1].metric("nodes falling back", part.fallback_nodes)

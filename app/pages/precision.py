@@ -5,9 +5,10 @@ float32, applied through the workspace like any fix (undo in the sidebar)."""
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # app/: adapter, sidebar
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # app/: session, sidebar, ...
 
-import adapter  # noqa: E402
+import session  # noqa: E402
+import session_store  # noqa: E402
 import sidebar  # noqa: E402
 import streamlit as st  # noqa: E402
 
@@ -30,11 +31,11 @@ st.caption(
     "one step: casts in the graph (INT8: quantize with those nodes excluded)."
 )
 
-if not adapter.has_model():
+if not session.has_model():
     st.info("Open a model in the Workbench first.")
     st.stop()
 
-ws = adapter.workspace()
+ws = session.workspace()
 model = ws.current
 cols = st.columns(3)
 precision = cols[0].radio("Format", ["fp16", "bf16", "int8"], horizontal=True, key="precision-format")
@@ -62,7 +63,7 @@ if st.button("Find the nodes to keep", type="primary", key="precision-run"):
             base_dir=ws.original.base_dir,
             progress=lambda f, m: bar.progress(min(max(f, 0.0), 1.0), text=m),
         )
-        st.session_state[OUTCOME] = (adapter.fingerprint(), outcome)
+        st.session_state[OUTCOME] = (session.fingerprint(), outcome)
     except PrecisionInputError as exc:
         st.session_state.pop(OUTCOME, None)
         st.error(str(exc))
@@ -74,7 +75,7 @@ if st.button("Find the nodes to keep", type="primary", key="precision-run"):
     bar.empty()
 
 held = st.session_state.get(OUTCOME)
-if held is not None and held[0] != adapter.fingerprint():
+if held is not None and held[0] != session.fingerprint():
     st.caption("The model changed since the last search: run it again.")
     held = None
 if held is not None:
@@ -151,11 +152,11 @@ if held is not None:
             from surgery.fixes import FixError
 
             try:
-                adapter.workspace().apply(o.step)
+                session.workspace().apply(o.step)
             except FixError as exc:
                 st.error(str(exc))
             else:
-                adapter.remember_session()
+                session_store.remember_session()
                 st.session_state.pop(OUTCOME, None)
                 st.session_state[APPLIED] = o.step.describe()
                 st.rerun()  # the sidebar lists the new step, with its undo

@@ -3,10 +3,12 @@
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # app/: adapter, sidebar, graph_component
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # app/: session, checks, fixing, sidebar, graph_component, ...
 
 
-import adapter  # noqa: E402
+import fixing  # noqa: E402
+import opening  # noqa: E402
+import session  # noqa: E402
 import sidebar  # noqa: E402
 import streamlit as st  # noqa: E402
 from verdicts import inline_code, md_escape  # noqa: E402
@@ -15,11 +17,11 @@ from surgery.rulebook import explain  # noqa: E402
 
 sidebar.render()
 
-adapter.ensure_state()
-s = adapter.state()
+opening.ensure_state()
+s = session.state()
 st.title("Rules")
-rules = adapter.all_rules()
-mine_dir = adapter.user_rules_dir()
+rules = fixing.all_rules()
+mine_dir = session.user_rules_dir()
 mine_count = sum(str(mine_dir) in r.path for r in rules)
 st.caption(f"{len(rules)} rules: built-in (rules/) and {mine_count} of yours ({mine_dir}), marked ⭐.")
 for rule in rules:
@@ -35,5 +37,5 @@ for rule in rules:
             st.markdown(f"**Safety.** {md_escape(rule.safety_note)}")
         if s.selected:
             st.markdown(f"**On the selected node {inline_code(s.selected)}:**")
-            for line in explain(adapter.workspace().current, rule, s.selected):
+            for line in explain(session.workspace().current, rule, s.selected):
                 st.text(line)

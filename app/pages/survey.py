@@ -6,11 +6,13 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # app/: adapter, sidebar, graph_component
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # app/: session, checks, fixing, sidebar, graph_component, ...
 
 
-import adapter  # noqa: E402
+import checks  # noqa: E402
+import opening  # noqa: E402
 import pandas as pd  # noqa: E402
+import session  # noqa: E402
 import sidebar  # noqa: E402
 import streamlit as st  # noqa: E402
 
@@ -23,7 +25,7 @@ MAX_BUTTONS = 100  # models listed with an "open" button at once (the filter nar
 def _under_models_dir(path: str) -> Path | None:
     """`path` (absolute, or relative to --models-dir) when it is under --models-dir, else None with the error
     said."""
-    root = adapter.models_dir()
+    root = session.models_dir()
     if root is None:
         st.error("server paths are off: start the app with --models-dir DIR")
         return None
@@ -53,7 +55,7 @@ def _load_report(data: bytes | str, source: str) -> None:
 def _open(path: str, target: str) -> None:
     """A button's callback (a widget's state may only be set before the widgets are drawn): open the model as
     the workbench does, with the target it failed on."""
-    if adapter.open_path(path):
+    if opening.open_path(path):
         st.session_state.targets = [target]
         st.session_state.survey_go = True
 
@@ -85,8 +87,8 @@ with st.expander("Open a report", expanded="survey_report" not in s):
     if up is not None and s.get("survey_upload_seen") != (up.name, up.size):
         s.survey_upload_seen = (up.name, up.size)
         _load_report(up.getvalue(), up.name)
-    if adapter.models_dir() is not None:
-        path = st.text_input(f"or a report.json under {adapter.models_dir()}", key="survey_report_path")
+    if session.models_dir() is not None:
+        path = st.text_input(f"or a report.json under {session.models_dir()}", key="survey_report_path")
         if path and st.button("Open report", key="survey_open_report"):
             p = _under_models_dir(path)
             if p is not None:
@@ -95,11 +97,11 @@ with st.expander("Open a report", expanded="survey_report" not in s):
                 except OSError as exc:
                     s.survey_error = f"{path}: {exc.strerror}"
 
-if adapter.models_dir() is not None:
+if session.models_dir() is not None:
     with st.expander("Run a survey", expanded="survey_report" not in s):
-        folder = st.text_input(f"Folder under {adapter.models_dir()}", key="survey_folder")
+        folder = st.text_input(f"Folder under {session.models_dir()}", key="survey_folder")
         targets = st.multiselect(
-            "Targets", adapter.target_options(), default=adapter.default_targets(), key="survey_targets"
+            "Targets", checks.target_options(), default=checks.default_targets(), key="survey_targets"
         )
         fix = st.checkbox("Fix what a target rejects (--fix)", key="survey_fix")
         workers = st.number_input("Workers", 1, 16, 1, key="survey_workers")
@@ -186,7 +188,7 @@ if report:
     failing = [(k, m, t) for k, m, t in failing if t]
     if failing:
         st.markdown("**Open in the workbench** (with the target it failed on)")
-        if adapter.models_dir() is None:
+        if session.models_dir() is None:
             st.caption("Opening server paths is off: start the app with --models-dir DIR holding the models.")
         for k, m, t in failing[:MAX_BUTTONS]:
             st.button(
@@ -194,7 +196,7 @@ if report:
                 key=f"survey-open-{k}",
                 on_click=_open,
                 args=(m["path"], t),
-                disabled=adapter.models_dir() is None,
+                disabled=session.models_dir() is None,
             )
         if len(failing) > MAX_BUTTONS:
             st.caption(f"{len(failing) - MAX_BUTTONS} more: narrow the list with Show")

@@ -3,16 +3,20 @@
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # app/: adapter, sidebar, graph_component
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # app/: session, checks, fixing, sidebar, graph_component, ...
 
 
 import html  # noqa: E402
 import json  # noqa: E402
 
-import adapter  # noqa: E402
+import checks  # noqa: E402
+import fixing  # noqa: E402
+import graph_facts  # noqa: E402
 import graph_view  # noqa: E402
 import numpy as np  # noqa: E402
 import reduce_button  # noqa: E402
+import session  # noqa: E402
+import session_store  # noqa: E402
 import sidebar  # noqa: E402
 import streamlit as st  # noqa: E402
 from graph_component import graph  # noqa: E402
@@ -51,32 +55,32 @@ left, right = st.columns([2.6, 1], gap="small")
 with left:
     head = st.container()  # the title, the search and the view's controls
     graph_slot = st.empty()
-if not adapter.has_model():
+if not session.has_model():
     # a session's first page: the graph's scripts (vis-network, Streamlit's component code) load in the browser
     # while the server reads the model and lays it out; the drawing then takes this element's place
     with graph_slot:
         graph(None, key="graph-boot")
 
 sidebar.render()  # reads the model the app was started with, on a session's first page
-s = adapter.state()
-ws = adapter.workspace()
+s = session.state()
+ws = session.workspace()
 with st.spinner("Reading the model…"):
-    facts = adapter.facts(
+    facts = graph_facts.facts(
         shapes=False
     )  # names, order and types; the inspector waits for a big model's shapes
 n_nodes = len(ws.current.graph.node)
 # Draw first, verdicts after: each target is checked in its own run after the page is drawn, and the graph is
 # recoloured as each one finishes (the layout and the viewport stay).
-pending = adapter.unchecked_targets()
-reports = adapter.reports(adapter.checked_targets())
-select = adapter.select
+pending = checks.unchecked_targets()
+reports = checks.reports(checks.checked_targets())
+select = session.select
 
 
 def search_enter() -> None:
     """Enter in the search box selects the first match."""
-    hits = search(adapter.facts(shapes=False), s.get("search") or "")
+    hits = search(graph_facts.facts(shapes=False), s.get("search") or "")
     if hits:
-        adapter.pick(hits[0])
+        session.pick(hits[0])
 
 
 with head:
@@ -96,13 +100,13 @@ with head:
     }
     held = s.get("precision_outcome")  # the Precision page's search, for this very model
     emulated = {}
-    if held is not None and held[0] == adapter.fingerprint():
+    if held is not None and held[0] == session.fingerprint():
         emulated = {f"{held[1].precision} emulation: kept in float32": held[1]}
     color_by = top[0].selectbox(
         "Colour by",
         [*s.targets, *pairs, *emulated] or ["(no target)"],
         key="color_by",
-        on_change=adapter.remember_session,  # kept with the session: a reload colours as before
+        on_change=session_store.remember_session,  # kept with the session: a reload colours as before
         help="which target's verdicts colour the graph; 'A → B': what changes from target A to target B "
         "(red: refused by B, not by A; green: accepted by B, refused by A; grey: no change), as "
         "`onnx-surgery upgrade --from A --to B` lists it; after a search on the Precision page, the nodes it "
@@ -172,8 +176,8 @@ with head:
                 index=None,
                 key="search_hit",
             )
-            if pick and pick != s.selected and pick != adapter.last_pick():
-                adapter.pick(pick)
+            if pick and pick != s.selected and pick != session.last_pick():
+                session.pick(pick)
             rows = [
                 f"{md_escape(ws.current.graph.node[facts.index[k]].op_type)} · {md_escape(k)} · "
                 f"{status_of(verdicts.get(k)) if report else 'not checked'}"
@@ -238,11 +242,11 @@ with head:
         crumbs[0].button(
             "",
             key="scope_up",
-            on_click=adapter.leave_scope,
+            on_click=session.leave_scope,
             icon=":material/arrow_upward:",
             help="close the opened group",
         )
-        crumbs[1].button("Whole graph", key="unscope", on_click=adapter.leave_scope, args=(True,))
+        crumbs[1].button("Whole graph", key="unscope", on_click=session.leave_scope, args=(True,))
         shown = list(enumerate(scopes, 1))[-3:]
         for col, (depth, sc) in zip(crumbs[2:], shown):
             col.button(
@@ -275,12 +279,12 @@ with left:
             results = [graph(payload, key="graph", report_drawn=bool(pending))]
     drawn = {getattr(r, "drawn", None) for r in results}
     for result in results:
-        ref = adapter.new_click(getattr(result, "selected", None))
+        ref = session.new_click(getattr(result, "selected", None))
         if ref is not None:
             if ref.startswith("group:"):
                 graph_view.open_group(view, ref[len("group:") :])
             elif ref:
-                adapter.select(ref)
+                session.select(ref)
             st.rerun()
 
 with right, st.container(key="inspector-pane"):  # beside the graph, scrolling on its own (STYLE)
@@ -292,7 +296,7 @@ with right, st.container(key="inspector-pane"):  # beside the graph, scrolling o
         st.subheader("Inspector")
         st.caption("Click a node in the graph, search for one, or use Next rejected.")
     else:
-        facts = adapter.facts(wait=False)  # with shapes, once a big model's are inferred
+        facts = graph_facts.facts(wait=False)  # with shapes, once a big model's are inferred
         node = facts.node(key)
         st.subheader(f"{md_escape(node.op_type)} {inline_code(key)}")
         st.caption(
@@ -305,9 +309,9 @@ with right, st.container(key="inspector-pane"):  # beside the graph, scrolling o
             verdict_line(v, r.label)
 
         st.markdown("**Fixes**")
-        ready = adapter.fixes_ready()
-        props = adapter.proposals(key) if ready else []
-        if ready and not props and (props := adapter.fixes_in_bodies(key, reports)):
+        ready = graph_facts.fixes_ready()
+        props = fixing.proposals(key) if ready else []
+        if ready and not props and (props := fixing.fixes_in_bodies(key, reports)):
             st.caption(
                 f"Refused for what is in its body: the fix applies there, at {inline_code(props[0].node)}."
             )
@@ -315,7 +319,7 @@ with right, st.container(key="inspector-pane"):  # beside the graph, scrolling o
             st.caption(
                 f"Fixes are proposed once the shapes of the {n_nodes:,} nodes are inferred (a few seconds)."
             )
-        elif not props and (through := adapter.fixes_at_readers(key, reports)):
+        elif not props and (through := fixing.fixes_at_readers(key, reports)):
             for (
                 sug
             ) in through:  # the fix of a reader removes or repairs this node too (the rule's `also_fixes`)
@@ -333,7 +337,7 @@ with right, st.container(key="inspector-pane"):  # beside the graph, scrolling o
                 )
         elif not props:
             st.caption("No rule matches this node for the chosen targets.")
-            for line in adapter.why_no_fix(key, reports):  # the tracer's nearest misses, as `fix` prints them
+            for line in fixing.why_no_fix(key, reports):  # the tracer's nearest misses, as `fix` prints them
                 st.caption(md_escape(line))
         for p in props:
             with st.container(border=True):
@@ -347,19 +351,19 @@ with right, st.container(key="inspector-pane"):  # beside the graph, scrolling o
                     if not text:
                         continue
                     try:
-                        answer = adapter.parse_value(text, str(p.needs))
+                        answer = fixing.parse_value(text, str(p.needs))
                     except ValueError as exc:
                         st.error(md_escape(str(exc)))
                         continue
                     values = {p.needs: answer}
-                    asked = adapter.proposals(key, values)
+                    asked = fixing.proposals(key, values)
                     p = next((q for q in asked if q.rule.id == p.rule.id and q.step is not None), p)
                     if p.step is None:
                         continue
                 else:
                     values = None
                 if not p.owners:  # a rule that matches elsewhere too: one step for all, as `fix` batches
-                    group = adapter.matches(p, values)
+                    group = fixing.matches(p, values)
                     if len(group) > 1 and st.radio(
                         "Apply to",
                         [f"all {len(group)} nodes it matches (one step)", "this node"],
@@ -367,13 +371,13 @@ with right, st.container(key="inspector-pane"):  # beside the graph, scrolling o
                         horizontal=True,
                         label_visibility="collapsed",
                     ).startswith("all"):
-                        p = adapter.batched(group)
+                        p = fixing.batched(group)
                 act = st.columns([1, 1.6], vertical_alignment="center")  # the action first, the reading after
                 if act[0].button("Apply", key=f"apply-{p.rule.id}", type="primary"):
-                    adapter.apply_proposal(p)
+                    fixing.apply_proposal(p)
                     st.rerun()
                 if act[1].toggle("Preview", key=f"preview-{p.rule.id}"):
-                    diff = adapter.preview(p)
+                    diff = fixing.preview(p)
                     st.markdown(
                         f"removes {len(diff.removed)} node(s): `{', '.join(diff.removed[:8])}`  \n"
                         f"adds {len(diff.added)} node(s): `{', '.join(diff.added[:8])}`"
@@ -389,7 +393,7 @@ with right, st.container(key="inspector-pane"):  # beside the graph, scrolling o
                         "where the host will run what it removes."
                     )
                     if st.button("Take the cut (the host runs the rest)", key=f"cut-{p.rule.id}"):
-                        adapter.apply_proposal(p, allow_cut=True)
+                        fixing.apply_proposal(p, allow_cut=True)
                         st.rerun()
 
         if said:
@@ -454,15 +458,15 @@ with hist:
         row = st.columns([6, 2])
         text = md_escape(step.describe())
         row[0].markdown(("" if done else "~~") + f"{n}. {text}" + ("" if done else "~~ (undone)"))
-        numbers = adapter.step_numbers(n)
+        numbers = fixing.step_numbers(n)
         if numbers is not None:  # each step its own numbers, as the CLI prints them under each step
             mark = {"ok": "✓", "skipped": "–"}.get(numbers[0], "✗")
             row[0].caption(md_escape(f"{mark} {numbers[1]}"))
-        node_key = adapter.step_node(n) or (s.selected if s.selected in facts.index else None)
+        node_key = session.step_node(n) or (s.selected if s.selected in facts.index else None)
         if done and node_key and row[1].toggle("Save as rule", key=f"save_rule-{n}"):
             # the rule as it would be written and what it matches here, before anything is written
             try:
-                path, text, matches = adapter.draft_rule(n, node_key)
+                path, text, matches = fixing.draft_rule(n, node_key)
             except Exception as exc:  # the rule writer says what it could not generalise
                 st.error(md_escape(f"could not make step {n} a rule: {exc}"))
                 continue
@@ -472,7 +476,7 @@ with hist:
                 st.code(text, language="yaml")
             if st.button("Save the rule", key=f"save_rule_now-{n}", type="primary"):
                 try:
-                    path, matches = adapter.save_rule(n, node_key)
+                    path, matches = fixing.save_rule(n, node_key)
                     st.success(
                         md_escape(
                             f"saved {path} — it matches {len(matches)} node(s) here; listed on the Rules page"
@@ -480,7 +484,7 @@ with hist:
                     )
                 except Exception as exc:
                     st.error(md_escape(f"could not save step {n} as a rule: {exc}"))
-    verified = adapter.last_verification()  # kept across a reload
+    verified = session.last_verification()  # kept across a reload
     if verified is not None:
         status, line = verified
         (st.success if status == "ok" else st.warning if status == "skipped" else st.error)(
@@ -496,17 +500,17 @@ with actions:
         "verified, one recipe entry each",
     ):
         with st.status("Fixing for " + ", ".join(s.targets) + "…", expanded=True) as box:
-            adapter.fix_all(log=lambda line: box.write(md_escape(line)))
+            fixing.fix_all(log=lambda line: box.write(md_escape(line)))
             box.update(label="Fix all: done", state="complete", expanded=False)
         st.rerun()
     for line in st.session_state.get("fix_summary") or []:
         st.caption(md_escape(line))
     c = st.columns(2)
     if c[0].button("Undo", key="undo", disabled=not ws.can_undo, icon=":material/undo:", width="stretch"):
-        adapter.undo()
+        fixing.undo()
         st.rerun()
     if c[1].button("Redo", key="redo", disabled=not ws.can_redo, icon=":material/redo:", width="stretch"):
-        adapter.redo()
+        fixing.redo()
         st.rerun()
     stem = s.model_name.rsplit(".", 1)[0]
     current = ws.current
@@ -541,19 +545,21 @@ def _rerun_when(ready, line: str = "") -> None:
         st.caption(line)
 
 
-adapter.infer_shapes_soon()  # a big model's shapes, in the background now that the page is drawn
-if not adapter.fixes_ready():  # the inspector, a focus window and the fixes get the shapes when they are in
+graph_facts.infer_shapes_soon()  # a big model's shapes, in the background now that the page is drawn
+if (
+    not graph_facts.fixes_ready()
+):  # the inspector, a focus window and the fixes get the shapes when they are in
     with right:
         _rerun_when(
-            adapter.fixes_ready,
+            graph_facts.fixes_ready,
             f"Inferring the shapes of {n_nodes:,} nodes… the inspector and fixes update when they are in.",
         )
 
-if pending and not adapter.checks_may_start(drawn, shown):  # the browser has not reported the drawing yet
+if pending and not checks.checks_may_start(drawn, shown):  # the browser has not reported the drawing yet
     with right:
-        _rerun_when(lambda: adapter.checks_may_start(drawn, shown))
+        _rerun_when(lambda: checks.checks_may_start(drawn, shown))
 elif pending:  # the next target's verdicts, then a rerun to colour the graph with them
     with checking.container(), st.spinner(f"Checking with {pending[0]}… ({len(pending)} to go)"):
-        adapter.reports([pending[0]])
-    adapter.mark_checked(pending[0])
+        checks.reports([pending[0]])
+    checks.mark_checked(pending[0])
     st.rerun()

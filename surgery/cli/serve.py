@@ -12,7 +12,7 @@ facts cached it walks them after each rerun (0.07-0.13 s here, more in a busy se
 click a user makes right after a search, waits for it. Python's own generational collector still runs.
 
 The start model (`onnx-surgery app MODEL`) is read ahead, with its facts and first drawing, in a thread of the
-server while it starts and the browser loads the page (app/adapter.py, `read_ahead`)."""
+server while it starts and the browser loads the page (app/graph_facts.py, `read_ahead`)."""
 
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ def preload() -> None:
     from surgery.resources import APP_DIR
 
     sys.path.insert(0, str(APP_DIR))  # the pages import the app's modules from app/ (the same names, once)
-    import adapter  # noqa: F401  (the Workbench's modules: onnx, numpy, the library)
     import graph_component  # noqa: F401
+    import graph_facts  # noqa: F401  (the Workbench's modules: onnx, numpy, the library)
     import graph_view  # noqa: F401
     import pandas  # noqa: F401  (Streamlit's component serialization imports both on the first graph drawn)
     import pyarrow  # noqa: F401
@@ -50,14 +50,14 @@ def main() -> None:
     on_start = getattr(bootstrap, "_on_server_start", None)
     if start and on_start is not None:
         # read once the server answers, while the browser loads the page (read while the server starts, the
-        # model held the interpreter's lock and the server answered 1 s later); app/adapter.py says how the page
+        # model held the interpreter's lock and the server answered 1 s later); app/graph_facts.py says how the page
         # uses it. `_on_server_start` is Streamlit's hook that bootstrap.run calls once the server listens:
         # without it, nothing is read ahead.
-        import adapter
+        import graph_facts
 
         def started(server):
             on_start(server)
-            adapter.read_ahead(start)
+            graph_facts.read_ahead(start)
 
         bootstrap._on_server_start = started
 
