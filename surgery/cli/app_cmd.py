@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from surgery.cli.options import add_targets
 from surgery.resources import APP_MAIN as APP  # app/main.py in a checkout, the package's copy when installed
 
 # How the server runs, for users and for the browser tests and benchmarks alike (bench/_browser.py): the look
@@ -34,14 +35,7 @@ def add_parser(sub):
     p.add_argument("--port", type=int, default=8501)
     p.add_argument("--address", default="localhost")
     p.add_argument("--models-dir", help="allow opening server paths under this folder")
-    p.add_argument(
-        "--target",
-        "-t",
-        action="append",
-        default=None,
-        help="check against these targets (repeat; default: the live parser where it runs, "
-        "tensorrt-static@10.15 and onnxruntime)",
-    )
+    add_targets(p, default="the live parser where it runs, tensorrt-static@10.15 and onnxruntime")
     p.add_argument(
         "--lesson",
         metavar="NAME",

@@ -10,20 +10,14 @@ import sys
 from collections import Counter, defaultdict
 
 from surgery.cli import EXIT_BAD_INPUT, chatter_to_stderr, exit_code
-from surgery.cli.options import add_model, load
+from surgery.cli.options import add_model, add_targets, load
 from surgery.verdict import Outcome, Status, is_live, speaker, where_said
 
 
 def add_parser(sub):
     p = sub.add_parser("check", help="per-node verdicts of TensorRT / onnxruntime / OpenVINO / TVM")
     add_model(p)
-    p.add_argument(
-        "--target",
-        "-t",
-        action="append",
-        default=None,
-        help="tensorrt, tensorrt-static@VERSION, onnxruntime, openvino, tvm (repeat; default onnxruntime)",
-    )
+    add_targets(p)
     p.add_argument(
         "--depth",
         choices=["parse", "build"],

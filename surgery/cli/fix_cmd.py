@@ -11,20 +11,13 @@ from __future__ import annotations
 import sys
 
 from surgery.cli import EXIT_BAD_INPUT, EXIT_REJECTED, chatter_to_stderr, exit_code
-from surgery.cli.options import add_model, load
+from surgery.cli.options import add_model, add_targets, load
 
 
 def add_parser(sub):
     p = sub.add_parser("fix", help="apply rules to a fixpoint, verify each step, check again")
     add_model(p)
-    p.add_argument(
-        "--target",
-        "-t",
-        action="append",
-        default=None,
-        help="tensorrt, tensorrt-static@VERSION, onnxruntime, openvino, tvm (repeat; default onnxruntime); "
-        "only rules for these targets apply",
-    )
+    add_targets(p, also="; only rules for these targets apply")
     p.add_argument(
         "--rules",
         action="append",

@@ -1,5 +1,5 @@
-"""Options every command that reads one model declares the same way (declared once here, so they cannot drift):
-the model's path and the size limit it is read under."""
+"""Options several commands declare the same way (declared once here, so they cannot drift): the model's path
+and the size limit it is read under, and the targets."""
 
 from __future__ import annotations
 
@@ -17,3 +17,18 @@ def load(args):
     from surgery.model import load_model
 
     return load_model(args.model, max_bytes=args.max_bytes)
+
+
+TARGET_IDS = "tensorrt, tensorrt-static@VERSION, onnxruntime, openvino, tvm"
+
+
+def add_targets(
+    p, *, many: bool = True, required: bool = False, default: str = "onnxruntime", also: str = ""
+) -> None:
+    """--target/-t: one target (`many=False`, e.g. split's), or several (repeat the flag; `default` when none is
+    given, said in the help). `also`: what else the command does with them, added to the help."""
+    if not many:
+        p.add_argument("--target", "-t", required=required, help=f"{TARGET_IDS}{also}")
+        return
+    said = f"repeat; default {default}" if default else "repeat"
+    p.add_argument("--target", "-t", action="append", default=None, help=f"{TARGET_IDS} ({said}){also}")

@@ -10,15 +10,13 @@ from __future__ import annotations
 import sys
 
 from surgery.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_REJECTED, chatter_to_stderr
-from surgery.cli.options import add_model, load
+from surgery.cli.options import add_model, add_targets, load
 
 
 def add_parser(sub):
     p = sub.add_parser("reduce", help="the smallest model the target still refuses the same way")
     add_model(p)
-    p.add_argument(
-        "--target", "-t", required=True, help="tensorrt, tensorrt-static@VERSION, onnxruntime, ..."
-    )
+    add_targets(p, many=False, required=True)
     p.add_argument("-o", "--output", required=True, help="where to write the reduced model")
     p.add_argument(
         "--mode",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 
 from surgery.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_REJECTED, chatter_to_stderr, exit_code
-from surgery.cli.options import add_model, load
+from surgery.cli.options import add_model, add_targets, load
 
 
 def add_parser(sub):
@@ -18,9 +18,7 @@ def add_parser(sub):
     p.add_argument("recipe", help="a recipe file (JSON or YAML) written by `fix --recipe` or the app")
     p.add_argument("-o", "--output", required=True, help="where to write the result (a new file)")
     p.add_argument("--force", action="store_true", help="replay a recipe made for another model")
-    p.add_argument(
-        "--target", "-t", action="append", default=None, help="check the result with these targets (repeat)"
-    )
+    add_targets(p, default="", also=": check the result with them")
     p.add_argument("--format", choices=["text", "json"], default="text")
     return p
 

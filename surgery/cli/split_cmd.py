@@ -11,15 +11,13 @@ from __future__ import annotations
 import sys
 
 from surgery.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_REJECTED, chatter_to_stderr
-from surgery.cli.options import add_model, load
+from surgery.cli.options import add_model, add_targets, load
 
 
 def add_parser(sub):
     p = sub.add_parser("split", help="split into target and fallback parts that chain to the original")
     add_model(p)
-    p.add_argument(
-        "--target", "-t", required=True, help="tensorrt, tensorrt-static@VERSION, openvino, tvm, ..."
-    )
+    add_targets(p, many=False, required=True)
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="folder for the parts and plan.json")
     p.add_argument(
         "--fallback",

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from surgery.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_REJECTED
+from surgery.cli.options import add_targets
 
 REPORT_FILES = ("report.json", "report.html", "report.sarif")
 
@@ -21,13 +22,7 @@ def add_parser(sub):
     p.add_argument(
         "paths", nargs="+", metavar="PATH", help="folders (searched for .onnx), .onnx files, or lists"
     )
-    p.add_argument(
-        "--target",
-        "-t",
-        action="append",
-        default=None,
-        help="tensorrt, tensorrt-static@VERSION, onnxruntime, openvino, tvm (repeat; default onnxruntime)",
-    )
+    add_targets(p)
     p.add_argument("--fix", action="store_true", help="run `fix` on every cell a target rejects")
     p.add_argument(
         "--rules",
