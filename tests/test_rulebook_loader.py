@@ -63,6 +63,10 @@ def test_a_valid_rule_loads():
         ),
         (("match:", "targets: {tensorrrt: '*'}\nmatch:"), r"field 'targets.tensorrrt': unknown target"),
         (("op: Resize", "op: {Resize: 1}"), r"my.yaml:6: field 'match.op': must be an op type"),
+        (  # the matched op picks the decomposition: a rule naming one that does not exist fails to load
+            ("primitive: fold_constants", "primitive: decompose\n  params: {node: $node}"),
+            r"my.yaml:8: field 'fix.primitive': 'decompose' has no decomposition of ai.onnx::Resize",
+        ),
         (
             ("op: Resize", "op: Resize\n  inputs: {2: {constant: 'yes'}}"),
             r"my.yaml:7: field 'match.inputs.2': 'constant' must be true or false",

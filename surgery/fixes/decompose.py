@@ -49,6 +49,12 @@ def _load_families() -> None:
         importlib.import_module(module)
 
 
+def decomposes(domain: str, op: str) -> bool:
+    """Whether `decompose` has a decomposition for op `op` of `domain` ("" or "ai.onnx": the standard ops)."""
+    _load_families()
+    return ("" if domain in ("", "ai.onnx") else domain, op) in DECOMPOSITIONS
+
+
 def standard_opset(model: ModelProto) -> int:
     """The ai.onnx opset decompositions emit ops for: the model's, else (a model importing only ai.onnx.ml, as
     onnxmltools writes XGBoost) the newest its IR version allows, at most 17; decompose() then imports it."""

@@ -240,6 +240,18 @@ def validate(data: Any, where) -> Rule:
             "fix.primitive",
             f"unknown primitive '{fix['primitive']}'. Note: available: {', '.join(sorted(prims))}",
         )
+    if fix["primitive"] == "decompose":  # the op the rule matches picks the decomposition: it must have one
+        from surgery.fixes.decompose import decomposes
+
+        match = data.get("match") if isinstance(data.get("match"), dict) else {}
+        ops = match.get("op")
+        for op in [ops] if isinstance(ops, str) else ops if isinstance(ops, list) else []:
+            if not decomposes(str(match.get("domain") or ""), str(op)):
+                fail(
+                    "fix.primitive",
+                    f"'decompose' has no decomposition of {match.get('domain') or 'ai.onnx'}::{op}. Note: "
+                    "decompositions are registered in surgery/fixes (decompose.DECOMPOSITIONS)",
+                )
     for key in fix:
         if key not in FIX_FIELDS:
             fail(f"fix.{key}", f"unknown field. Note: fields are {', '.join(FIX_FIELDS)}")
