@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from onnx import ModelProto, TensorProto, helper, numpy_helper
 
-from surgery.fixes.keep_fp32 import FIXED_FLOAT32, fixed_float32_nodes
+from surgery.mixed_precision import FIXED_FLOAT32, fixed_float32_nodes
 from surgery.verify import max_abs_error, mean_relative_error, share_of_range
 
 MASK = "onnx_surgery__reduced"
