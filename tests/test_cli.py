@@ -151,3 +151,18 @@ def test_the_house_has_no_circle_and_every_arrow_points_down():
     level = imports.floors(g)
     assert all(level[t] < level[m] for m, ts in g.items() for t in ts)
     assert imports.circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [["a", "b", "c"]]
+
+
+def test_check_imports_only_what_it_runs(sample_dir):
+    """Start-up is part of a check's cost: the parser declares only the command asked for, and rules are read
+    only when something is refused (a healthy model on the predictor needs neither precision, fix nor rules)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\nfrom surgery.cli import main\n"
+        f"rc = main(['check', {str(sample_dir / 'healthy_cnn.onnx')!r}, '-t', 'tensorrt-static@10.15'])\n"
+        "print(rc, sorted(m for m in sys.modules if m.startswith(('surgery.usecases', 'surgery.rulebook'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines()[-1] == "0 []", out

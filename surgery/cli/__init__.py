@@ -69,14 +69,24 @@ def chatter_to_stderr(on: bool = True):
             os.close(saved)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _command_in(argv: list[str]) -> str | None:
+    """The command `argv` names, when it names one before any option (`check m.onnx`); else None."""
+    first = argv[0] if argv else None
+    return first if first in COMMANDS else None
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The CLI's parser. Given the arguments, only the command they name is imported and declared (a command's
+    module imports what it runs: `check` need not import `precision`'s); without one, every command is, for the
+    list under --help and the error that names them."""
+    wanted = _command_in(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(
         prog="onnx-surgery",
         description="Graph surgery for ONNX models: see what a backend rejects, fix it with rules, verify it.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMANDS:
+    for name in [wanted] if wanted else COMMANDS:
         mod = importlib.import_module(f"{__name__}.{name}_cmd")
         p = mod.add_parser(sub)
         p.set_defaults(_run=mod.run)
@@ -87,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     from surgery.model import ModelLoadError
     from surgery.outputs import OutputError
 
-    args = build_parser().parse_args(argv)
+    args = build_parser(argv).parse_args(argv)
     try:
         return args._run(args)
     except (ModelLoadError, OutputError) as exc:

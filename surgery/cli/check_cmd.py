@@ -184,9 +184,6 @@ def run(args) -> int:
     from surgery.diagnose import check_model
     from surgery.model import dumps
     from surgery.partition import partition
-    from surgery.rulebook import RuleError, load_rules
-    from surgery.rulebook.suggest import suggestions_for
-
     model = load(args)
     targets = args.target or ["onnxruntime"]
     previous = CACHE.directory
@@ -200,12 +197,16 @@ def run(args) -> int:
         return EXIT_BAD_INPUT
     finally:
         use_disk_cache(previous)
-    try:
-        rules = load_rules(None)
-    except RuleError as exc:  # suggestions are a help, the verdicts stand without them
-        print(f"warning: no fix suggestions: {exc}", file=sys.stderr)
-        rules = []
-    suggestions = suggestions_for(model.proto, reports, rules)
+    rules, suggestions = [], {}
+    if any(v.status is not Status.SUPPORTED for r in reports for v in r.verdicts):  # else nothing to suggest for
+        from surgery.rulebook import RuleError, load_rules
+        from surgery.rulebook.suggest import suggestions_for
+
+        try:
+            rules = load_rules(None)
+        except RuleError as exc:  # suggestions are a help, the verdicts stand without them
+            print(f"warning: no fix suggestions: {exc}", file=sys.stderr)
+        suggestions = suggestions_for(model.proto, reports, rules)
     if args.format == "json":
         out = []
         for r in reports:
