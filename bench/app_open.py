@@ -150,8 +150,15 @@ def search_and_focus(page, key: str) -> float:
 
 
 def open_and_time(
-    browser, model: Path, search_for: tuple[str, str] | None, big: bool = False, late: float = 0.0
+    browser,
+    model: Path,
+    search_for: tuple[str, str] | None,
+    big: bool = False,
+    late: float = 0.0,
+    on_drawn=None,
 ):
+    """The figures of one open (see main's table). `on_drawn(server process)` is called once the graph is drawn,
+    before the checks are waited for (bench/llm_scale.py reads which weights were read by then)."""
     started = time.perf_counter()
     proc, url = start_server(model, upload_limit="4GiB")
     up = (
@@ -169,6 +176,8 @@ def open_and_time(
         opened = page.evaluate("() => globalThis.__benchDrawnAt") / 1000
         print(f"  drawn at {opened:.2f} s on the page's clock ({time.perf_counter() - t:.2f} s by the wait)")
         rss_drawn = peak_rss_mib(proc.pid)
+        if on_drawn is not None:
+            on_drawn(proc)
         # verdicts come in one target per run, with a rerun between: done when each default target's banner is
         # shown (a model over 20k nodes is checked on request: none)
         if not big:

@@ -584,29 +584,148 @@ def save_model(
 ) -> Path:
     """Write `proto` to `path` (its folder made) with every weight, external ones read from `base_dir`: in the
     file, or in `<file name>.data` beside it when `external` is true or the model would pass protobuf's 2 GiB
-    (`external=None`). A `.data` file left by an earlier write is replaced, not appended to. Returns `path`."""
+    (`external=None`). A `.data` file left by an earlier write is replaced, not appended to. Returns `path`.
+
+    Written beside, the weights still in `base_dir`'s files are never read into memory: their bytes are copied
+    from file to file by the kernel (`stream_weights`); only tensors the model holds itself pass through here."""
     from surgery.outputs import write_atomic
 
-    full = with_weights(proto, base_dir)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    if external or (external is None and full.ByteSize() > PROTOBUF_LIMIT):
+    kept = base_dir is not None and has_external_data(proto)
+    total = proto.ByteSize() + (external_size(proto) if kept else 0)
+    if external or (external is None and total > PROTOBUF_LIMIT):
         data = path.parent / (path.name + ".data")
-        # new files, never written through: onnx appends to an existing data file, and writing into an existing
-        # name would change every hard link to it
+        # new files, never written through: writing into an existing name would change every hard link to it
         data.unlink(missing_ok=True)
         path.unlink(missing_ok=True)
-        onnx.save_model(
-            full,
-            str(path),
-            save_as_external_data=True,
-            all_tensors_to_one_file=True,
-            location=data.name,
-            size_threshold=1024,
-        )
+        out = ModelProto()
+        out.CopyFrom(proto)  # the graph and the tensors held in memory; external weights are references
+        stream_weights(out, Path(base_dir) if kept else None, data)
+        write_atomic(path, out.SerializeToString())
     else:
-        write_atomic(path, full.SerializeToString())
+        write_atomic(path, with_weights(proto, base_dir).SerializeToString())
     return path
+
+
+def external_size(proto: ModelProto) -> int:
+    """Bytes of the weights `proto` keeps in external files, a range two tensors share counted once (a tensor
+    without a length counts for nothing: check_external_data gives it one, from the file's size)."""
+    ranges = {
+        (info.get("location", ""), info.get("offset") or "0", info.get("length") or "0")
+        for _, info in _external_entries(proto)
+    }
+    return sum(int(length) for *_, length in ranges if length.isdigit())
+
+
+EXTERNAL_THRESHOLD = (
+    1024  # bytes: a smaller initializer stays in the model file (onnx.save_model's size_threshold)
+)
+_COPY_CHUNK = 64 * 1024 * 1024
+
+
+def _tensors_of(graph, out: list, initializers: bool = True) -> list:
+    """(tensor, is an initializer) for every tensor `_all_tensors` lists, in its order."""
+    if initializers:
+        out.extend((t, True) for t in graph.initializer)
+    for node in graph.node:
+        for a in node.attribute:
+            if a.HasField("t"):
+                out.append((a.t, False))
+            out.extend((t, False) for t in a.tensors)
+            if a.HasField("g"):
+                _tensors_of(a.g, out)
+            for sub in a.graphs:
+                _tensors_of(sub, out)
+    return out
+
+
+def stream_weights(proto: ModelProto, base_dir: Path | None, data: Path) -> None:
+    """Move the weights of `proto` (edited in place) into the new file `data`. A tensor in an external file under
+    `base_dir` is copied range by range from that file (os.copy_file_range: its bytes never enter this process;
+    a range two tensors share is copied once); an initializer held in memory with EXTERNAL_THRESHOLD bytes or
+    more of raw data is written from memory (other tensors in memory stay in the model, as onnx.save_model leaves
+    them). Each moved tensor then points at `data`, in the model's order, without padding."""
+    tensors = _tensors_of(proto.graph, [])
+    for function in proto.functions:
+        _tensors_of(function, tensors, initializers=False)
+    sources: dict[str, object] = {}
+    copied: dict[tuple[str, int, int], int] = {}  # (location, offset, length) in the source -> offset in data
+    offset = 0
+    fd = os.open(data, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        with os.fdopen(fd, "wb", buffering=0) as out:
+            for tensor, initializer in tensors:
+                if tensor.data_location == TensorProto.EXTERNAL:
+                    if base_dir is None:
+                        continue  # nowhere to read it from: the reference is kept as it is
+                    info = {e.key: e.value for e in tensor.external_data}
+                    loc = info.get("location", "")
+                    if loc not in sources:
+                        sources[loc] = open(_inside(base_dir, loc), "rb")  # noqa: SIM115 - closed below
+                    src = sources[loc]
+                    start = int(info.get("offset") or 0)
+                    length = int(info.get("length") or os.fstat(src.fileno()).st_size - start)
+                    key = (loc, start, length)
+                    if key not in copied:
+                        copied[key] = offset
+                        _copy_range(src, start, length, out)
+                        offset += length
+                    _point_at(tensor, data.name, copied[key], length)
+                elif initializer and len(tensor.raw_data) >= EXTERNAL_THRESHOLD:
+                    out.write(tensor.raw_data)
+                    _point_at(tensor, data.name, offset, len(tensor.raw_data))
+                    offset += len(tensor.raw_data)
+    finally:
+        for src in sources.values():
+            src.close()
+    if offset == 0:
+        data.unlink()  # no weight to move: no file beside the model, as onnx leaves none
+
+
+def _inside(base_dir: Path, location: str) -> Path:
+    """`location` resolved under `base_dir`, refused when it leads out (the model was checked on loading; this
+    keeps a model edited since from reading anywhere else)."""
+    root = base_dir.resolve()
+    path = (root / location).resolve()
+    if not location or Path(location).is_absolute() or (path != root and root not in path.parents):
+        raise ModelLoadError(
+            LoadErrorKind.EXTERNAL_UNSAFE, f"external data '{location}' is not a file inside {root}"
+        )
+    return path
+
+
+def _copy_range(src, start: int, length: int, out) -> None:
+    """`length` bytes of `src` from `start` appended to `out`: by the kernel where it can, else in chunks."""
+    done = 0
+    try:
+        while done < length:
+            n = os.copy_file_range(src.fileno(), out.fileno(), length - done, start + done)
+            if n == 0:
+                break  # the source ended early
+            done += n
+    except OSError:  # not supported here (another file system, an old kernel): read and write in chunks
+        pass
+    src.seek(start + done)
+    while done < length:
+        chunk = src.read(min(_COPY_CHUNK, length - done))
+        if not chunk:
+            raise ModelLoadError(
+                LoadErrorKind.EXTERNAL_MISSING,
+                f"external data file '{src.name}' ends at byte {start + done}, before the {length} bytes a tensor "
+                f"needs from byte {start}",
+            )
+        out.write(chunk)
+        done += len(chunk)
+
+
+def _point_at(tensor: TensorProto, location: str, offset: int, length: int) -> None:
+    tensor.ClearField("raw_data")
+    del tensor.external_data[:]
+    for key, value in (("location", location), ("offset", str(offset)), ("length", str(length))):
+        entry = tensor.external_data.add()
+        entry.key, entry.value = key, value
+    tensor.data_location = TensorProto.EXTERNAL
 
 
 @contextlib.contextmanager
