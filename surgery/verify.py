@@ -96,6 +96,9 @@ class OutputError:
     )
 
 
+SUMMARY_OUTPUTS = 20  # a summary names at most this many outputs, the worst
+
+
 @dataclass
 class VerifyReport:
     status: str  # "ok" | "failed" | "skipped"
@@ -124,11 +127,18 @@ class VerifyReport:
         if self.status == "skipped":
             return f"not verified: {self.message}"
         ranged = self.safety == "approximate"
+        shown = self.outputs
+        if len(shown) > SUMMARY_OUTPUTS:  # the worst first (a changed region can have thousands)
+            shown = sorted(shown, key=lambda o: (o.mean_rel, o.max_abs), reverse=True)[:SUMMARY_OUTPUTS]
         per = "; ".join(
             f"{o.name}{' -> ' + o.changed_name if o.changed_name else ''}: max abs {o.max_abs:.3g}"
             + (f" ({o.of_range:.2%} of its range)" if ranged else "")
             + f", mean rel {o.mean_rel:.3g}"
-            for o in self.outputs
+            for o in shown
+        ) + (
+            f"; {len(self.outputs) - len(shown)} more output(s) (the {len(shown)} with the largest errors shown)"
+            if len(shown) < len(self.outputs)
+            else ""
         )
         head = {"ok": "verified", "failed": "VERIFICATION FAILED"}[self.status]
         within = f", bound {self.bound:.2%} of range" if self.bound is not None else ""
@@ -183,17 +193,19 @@ def _cone(model: ModelProto, names: list[str]) -> ModelProto | None:
     return out
 
 
-def _zipmap_keys(model: ModelProto, name: str) -> list | None:
-    """The class labels of the ZipMap that writes `name` (the order of its maps' keys), if one does."""
+def _zipmap_keys(model: ModelProto) -> dict[str, list]:
+    """The class labels of each ZipMap's output (the order of its maps' keys), by output name: one pass."""
     from onnx import helper
 
+    out = {}
     for node in model.graph.node:
-        if node.op_type == "ZipMap" and name in node.output:
+        if node.op_type == "ZipMap":
             for attr in node.attribute:
                 if attr.name in ("classlabels_int64s", "classlabels_strings"):
                     keys = helper.get_attribute_value(attr)
-                    return [k.decode() if isinstance(k, bytes) else k for k in keys]
-    return None
+                    for o in node.output:
+                        out[o] = [k.decode() if isinstance(k, bytes) else k for k in keys]
+    return out
 
 
 def _maps_as_rows(value, keys: list | None) -> tuple[np.ndarray, bool]:
@@ -255,9 +267,18 @@ RUN_FAILURE = "Non-zero status code returned while running"
 
 
 def _reference_run(original, changed, reference, seed, dims, base_dir):
-    """(feeds, the original's outputs) at the first free-dim size the original runs at; raises the smallest
-    size's failure when none runs. The inputs are surgery.feeds': token ids within the embedding table, padded
-    masks, related KV cache lengths."""
+    """(the drawn inputs, the original's outputs) at the first free-dim size the original runs at; raises the
+    smallest size's failure when none runs. The inputs are surgery.feeds': token ids within the embedding table,
+    padded masks (two rows, else one: some exports run at one only), related KV cache lengths. The sizes are
+    tried in one session (making one costs more than running it: 8 s of CPU at 50k nodes); a crash or a session
+    that cannot be made is tried again size by size, with the cone of what the changed model keeps."""
+    sets = _feed_sets(original, changed, seed, dims)
+    try:
+        k, a = _run_first(reference, [s.arrays for s in sets], base_dir)
+        return sets[k], a
+    except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
+        if "no value for input" in str(exc):
+            raise
     first_error, tried = None, []
     for size in FREE_DIM_SIZES:
         fresh = False
@@ -279,6 +300,77 @@ def _reference_run(original, changed, reference, seed, dims, base_dir):
         if not fresh:
             break
     raise first_error
+
+
+def _feed_sets(original, changed, seed, dims) -> list:
+    """The drawn inputs (surgery.feeds) at each size of FREE_DIM_SIZES, smallest first, two text rows then one,
+    while the sizes change the inputs and stay within FEED_LIMIT; at least the first, and at most FEED_LIMIT
+    elements in all."""
+    sets, tried, total = [], [], 0
+    for size in FREE_DIM_SIZES:
+        for rows in (MASK_BATCH, 1):
+            try:
+                drawn = draw_for_both(original, changed, seed, dims or {}, default_dim=size, text_rows=rows)
+            except ValueError:
+                if not sets:
+                    raise
+                return sets  # a larger size the inputs cannot take: the smaller ones are tried
+            shapes = {k: np.shape(v) for k, v in drawn.arrays.items()}
+            if shapes in tried:
+                continue
+            total += sum(int(np.prod(s)) for s in shapes.values())
+            if tried and (max(map(np.prod, shapes.values()), default=0) > FEED_LIMIT or total > FEED_LIMIT):
+                return sets
+            tried.append(shapes)
+            sets.append(drawn)
+    return sets
+
+
+RUN_FIRST_IN_WORKER = "surgery.verify:run_first"
+
+
+def run_first(data: bytes, feed_sets: list[dict], base_dir: str | None = None) -> tuple[int, dict]:
+    """The worker's side of `_run_first`: one session of the serialized model, run on each set of inputs in
+    turn until one runs: (its index, every output). Raises the first set's failure when none runs."""
+    from surgery.ort import make_session
+
+    model = ModelProto()
+    model.ParseFromString(data)
+    sess = make_session(model, base_dir)
+    names = [o.name for o in sess.get_outputs()]
+    wanted = {i.name for i in sess.get_inputs()}
+    first = None
+    for k, feeds in enumerate(feed_sets):
+        missing = wanted - set(feeds)
+        if missing:
+            raise ValueError(f"no value for input(s) {sorted(missing)}")
+        try:
+            return k, dict(zip(names, sess.run(names, {n: v for n, v in feeds.items() if n in wanted})))
+        except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
+            if RUN_FAILURE not in str(exc):
+                raise
+            first = first or exc
+    raise first
+
+
+def _run_first(model: ModelProto | bytes, feed_sets: list[dict], base_dir) -> tuple[int, dict]:
+    """`run_first` in an isolated worker (see `_run`); `model` may be given serialized already."""
+    from surgery.isolate import BackendCrash, call_isolated
+
+    data = model if isinstance(model, bytes) else model.SerializeToString()
+    try:
+        return call_isolated(
+            RUN_FIRST_IN_WORKER,
+            data,
+            feed_sets,
+            str(base_dir) if base_dir is not None else None,
+            timeout=RUN_TIMEOUT_S,
+        )
+    except BackendCrash as exc:
+        message = str(exc)
+        if "no value for input" in message:
+            raise ValueError(message.split(": ", 1)[-1]) from None
+        raise RuntimeError(message.replace("backend ", "onnxruntime ", 1)) from None
 
 
 def _run_or_cone(reference, original, changed, feeds, base_dir):
@@ -406,6 +498,15 @@ def _verify_once(
     """`verify` on one set of inputs: the report and the inputs it ran with (None when it did not run)."""
     safety = Safety(safety)
     bound = bound if safety is Safety.APPROXIMATE else None
+    if len(original.graph.node) >= REGION_FROM_NODES:
+        region = changed_region(original, changed)
+        done = region and _verify_region(
+            original, changed, region, base_dir, feeds, seed, safety, rtol_fp32, bound, dims
+        )
+        if done and done[0].status == "ok" and (safety is Safety.EXACT or _identical(done[0])):
+            if _identical(done[0]):
+                done[0].message += "; identical, so the rest of the model computes the same outputs"
+            return done
     # a changed model may expose tensors the original computes inside (an extracted subgraph): compare those
     reference = _with_outputs(original, [o.name for o in changed.graph.output])
     shapes: dict = {}
@@ -443,7 +544,26 @@ def _verify_once(
     declared = [o.name for o in original.graph.output]
     a_order = declared + [n for n in a if n not in declared]
     b_order = [o.name for o in changed.graph.output]
-    pairs, notes, failed = [], [], False
+    report = _compare(original, a, b, a_order, b_order, safety, rtol_fp32, bound)
+    report.seed, report.feeds, report.drawn = seed, shapes, drawn
+    return report, feeds
+
+
+def _compare(
+    original: ModelProto,
+    a: dict,
+    b: dict,
+    a_order: list[str],
+    b_order: list[str],
+    safety: Safety,
+    rtol_fp32: float,
+    bound: float | None,
+    notes: list[str] | None = None,
+) -> VerifyReport:
+    """The original's values `a` against the changed model's `b`, output by output in `a_order` (matched by
+    name, else by position in `b_order`), held to `safety` (see `verify`); `notes` come first in the message."""
+    pairs, notes, failed = [], list(notes or []), False
+    zipmaps = _zipmap_keys(original)
     unmatched_b = [n for n in b_order if n not in a]
     for pos, name in enumerate(n for n in a_order if n in a):
         if name in b:
@@ -461,7 +581,7 @@ def _verify_once(
     held = safety is Safety.EXACT or bound is not None  # a shape or dtype change fails what promises numbers
     outputs = []
     for name, other_name in pairs:
-        keys = _zipmap_keys(original, name)
+        keys = zipmaps.get(name)
         value, was_maps = _maps_as_rows(a[name], keys)
         other, is_maps = _maps_as_rows(b[other_name], keys)
         renamed = other_name if other_name != name else ""
@@ -523,8 +643,169 @@ def _verify_once(
             "(seeded integer inputs are 0..3: lengths and indices may need real values)"
         )
     status = "failed" if failed else "ok"
-    report = VerifyReport(status, safety.value, outputs, "; ".join(notes), seed, shapes, bound, drawn)
-    return report, feeds
+    return VerifyReport(status, safety.value, outputs, "; ".join(notes), bound=bound)
+
+
+# A change to a model of at least REGION_FROM_NODES nodes is verified on its changed region rather than by running
+# both whole models: a session of a 50k-node model takes 8 s of CPU to make, one of its changed region a fraction
+# of that. The model before the change runs once, returning the tensors at the region's boundary; the changed
+# region runs on those values and its outputs are compared with what the whole model computed there. That
+# comparison stands for an exact change that passes it, and for any change whose region outputs are identical
+# (the rest of the model then computes the very same outputs: an approximate bound or a change of semantics
+# holds with no error at all). Anything else, a failure included, is verified on the whole models, as a small
+# model is: a refusal always rests on the model's outputs.
+REGION_FROM_NODES = 5000
+REGION_AT_MOST = 0.5  # of the changed model's nodes: a larger region is verified whole (no cheaper)
+
+
+@dataclass
+class Region:
+    """What a change rewrote: the changed model's nodes that are not in the model before it (in its order), the
+    tensors they read from the rest of the model or its inputs, and the tensors they write that the rest of the
+    model or its outputs read (each written by the region on both sides)."""
+
+    nodes: list
+    inputs: list[str]
+    outputs: list[str]
+    removed: int  # nodes of the model before that the change dropped or rewrote
+
+
+def changed_region(before: ModelProto, after: ModelProto) -> Region | None:
+    """The region `after` changed in `before`, found by comparing nodes (as serialized) and initializers (by name
+    and value); a node left as it was that reads a changed initializer is part of it. None where the change is
+    not confined to nodes and weights (inputs, outputs, opsets, functions, bodies), where the region is more
+    than REGION_AT_MOST of the model, reads a tensor the model before does not compute, or changes nothing."""
+    from collections import Counter
+
+    from onnx import AttributeProto
+
+    gb, ga = before.graph, after.graph
+    if (
+        before.ir_version != after.ir_version
+        or list(before.opset_import) != list(after.opset_import)
+        or before.functions
+        or after.functions
+        or gb.sparse_initializer
+        or ga.sparse_initializer
+        or list(gb.input) != list(ga.input)
+        or [o.name for o in gb.output] != [o.name for o in ga.output]
+    ):
+        return None
+    bodies = (AttributeProto.GRAPH, AttributeProto.GRAPHS)
+    if any(a.type in bodies for g in (gb, ga) for n in g.node for a in n.attribute):
+        return None
+    old_init = {t.name: t for t in gb.initializer}
+    new_init = {t.name: t for t in ga.initializer}
+    changed = {n for n in old_init.keys() | new_init.keys() if old_init.get(n) != new_init.get(n)}
+    left = Counter(n.SerializeToString() for n in gb.node)
+    added = []  # indices in `after` of the nodes the change wrote
+    for i, n in enumerate(ga.node):
+        key = n.SerializeToString()
+        if left[key] > 0 and not changed.intersection(n.input):
+            left[key] -= 1
+        else:
+            added.append(i)
+    dropped = +left  # the nodes of `before` not kept, as serialized
+    if not added or len(added) > REGION_AT_MOST * len(ga.node):
+        return None
+    added_set = set(added)
+    kept_reads = {x for i, n in enumerate(ga.node) if i not in added_set for x in n.input if x}
+    read_outside = kept_reads | {o.name for o in ga.output}
+    writes_after = [o for i in added for o in ga.node[i].output if o]
+    writes_before = set()
+    for n in gb.node:
+        key = n.SerializeToString() if n.output else None
+        if key is not None and (dropped[key] > 0 or changed.intersection(n.input)):
+            writes_before.update(o for o in n.output if o)
+    outputs = [t for t in writes_after if t in read_outside]
+    before_outputs = {t for t in writes_before if t in read_outside}
+    if not outputs or set(outputs) != before_outputs:
+        return None  # the two sides write different tensors the rest reads: not one region to compare
+    written = set(writes_after)
+    inits = {i.name for i in ga.input} & set(new_init)
+    feeds = {i.name for i in gb.input} - inits
+    computed = {o for n in gb.node for o in n.output if o} - writes_before
+    inputs = list(
+        dict.fromkeys(
+            x for i in added for x in ga.node[i].input if x and x not in written and x not in new_init
+        )
+    )
+    if any(x not in computed and x not in feeds for x in inputs):
+        return None
+    return Region([ga.node[i] for i in added], inputs, outputs, sum(dropped.values()))
+
+
+def _region_model(after: ModelProto, region: Region, values: dict[str, np.ndarray]) -> ModelProto:
+    """The changed region as a model of its own: its boundary tensors as inputs (typed by `values`), the
+    initializers it reads, its outputs."""
+    from onnx import helper
+
+    reads = {x for n in region.nodes for x in n.input}
+    graph = helper.make_graph(
+        list(region.nodes),
+        "changed region",
+        [
+            helper.make_tensor_value_info(
+                n, helper.np_dtype_to_tensor_dtype(np.asarray(values[n]).dtype), np.shape(values[n])
+            )
+            for n in region.inputs
+        ],
+        [helper.make_empty_tensor_value_info(n) for n in region.outputs],
+        [t for t in after.graph.initializer if t.name in reads],
+    )
+    return helper.make_model(graph, opset_imports=list(after.opset_import), ir_version=after.ir_version)
+
+
+def _verify_region(original, changed, region, base_dir, feeds, seed, safety, rtol_fp32, bound, dims):
+    """`_verify_once` on the changed region: the original runs once, whole, returning the region's boundary
+    tensors and outputs; the changed region runs on those boundary values and its outputs are compared with the
+    original's (see REGION_FROM_NODES for when that comparison stands). None where either does not run."""
+    from onnx import GraphProto, helper
+
+    inputs = {i.name for i in original.graph.input}
+    declared = {o.name for o in original.graph.output}
+    extra = [n for n in dict.fromkeys(region.inputs + region.outputs) if n not in inputs | declared]
+    # the original with the boundary as extra outputs, serialized without copying it: a serialized message
+    # followed by another parses as the two merged (repeated fields appended)
+    patch = ModelProto(graph=GraphProto(output=[helper.make_empty_tensor_value_info(n) for n in extra]))
+    data = original.SerializeToString() + patch.SerializeToString()
+    try:
+        dims = _input_dims(original, changed, dims)
+        made = None if feeds is not None else _feed_sets(original, changed, seed, dims)
+        sets = [feeds] if made is None else [d.arrays for d in made]
+        k, a = _run_first(data, sets, base_dir)
+        del data
+        used, drawn = sets[k], {} if made is None else made[k].drawn
+        values = {n: used[n] if n in inputs else a[n] for n in region.inputs}
+        b = _run(_region_model(changed, region, values), values, base_dir)
+    except Exception:  # noqa: BLE001 - onnxruntime raises its own types
+        return None
+    shown = ", ".join(f"'{n}'" for n in region.outputs[:3]) + (", ..." if len(region.outputs) > 3 else "")
+    said = (
+        f"compared the changed region, not the whole model: the {len(region.nodes)} node(s) the change wrote "
+        f"(for {region.removed} of the original's) run on the original's own values of the "
+        f"{len(region.inputs)} tensor(s) they read, from one run of the whole original; their "
+        f"{len(region.outputs)} output tensor(s) that the rest of the model reads ({shown}) compared with the "
+        "original's"
+    )
+    report = _compare(
+        original,
+        {n: a[n] for n in region.outputs},
+        b,
+        region.outputs,
+        region.outputs,
+        safety,
+        rtol_fp32,
+        bound,
+        [said],
+    )
+    report.seed, report.feeds, report.drawn = seed, {k: list(np.shape(v)) for k, v in used.items()}, drawn
+    return report, used
+
+
+def _identical(report: VerifyReport) -> bool:
+    """Every output compared equal, same shape and dtype: no error at all."""
+    return all(o.max_abs == 0 and o.mean_rel == 0 and not o.note for o in report.outputs)
 
 
 def share_of_range(max_abs: float, reference: np.ndarray) -> float:
