@@ -224,21 +224,24 @@ RUN_IN_WORKER = "surgery.ort:run_serialized"
 def _run(model: ModelProto, feeds, base_dir):
     """The model's outputs, computed by onnxruntime in an isolated worker: random inputs can crash a kernel
     (an integer division by a zero input is SIGFPE), and a crash must not take the CLI or the app with it."""
+    return _in_worker(RUN_IN_WORKER, model, feeds, base_dir)
+
+
+def _in_worker(worker: str, model: ModelProto | bytes, payload, base_dir):
+    """`worker` ("module:function") called in an isolated process on the serialized model, `payload` and the
+    folder of its external data; a missing input is a ValueError, a crash or a time-out a RuntimeError naming
+    onnxruntime ("onnxruntime crashed: signal 8 (SIGFPE)")."""
     from surgery.isolate import BackendCrash, call_isolated
 
+    data = model if isinstance(model, bytes) else model.SerializeToString()
     try:
         return call_isolated(
-            RUN_IN_WORKER,
-            model.SerializeToString(),
-            feeds,
-            str(base_dir) if base_dir is not None else None,
-            timeout=RUN_TIMEOUT_S,
+            worker, data, payload, str(base_dir) if base_dir is not None else None, timeout=RUN_TIMEOUT_S
         )
     except BackendCrash as exc:
         message = str(exc)
         if "no value for input" in message:
             raise ValueError(message.split(": ", 1)[-1]) from None
-        # a crash or a time-out reads "backend crashed: signal 8 (SIGFPE)": say which backend
         raise RuntimeError(message.replace("backend ", "onnxruntime ", 1)) from None
 
 
@@ -355,22 +358,7 @@ def run_first(data: bytes, feed_sets: list[dict], base_dir: str | None = None) -
 
 def _run_first(model: ModelProto | bytes, feed_sets: list[dict], base_dir) -> tuple[int, dict]:
     """`run_first` in an isolated worker (see `_run`); `model` may be given serialized already."""
-    from surgery.isolate import BackendCrash, call_isolated
-
-    data = model if isinstance(model, bytes) else model.SerializeToString()
-    try:
-        return call_isolated(
-            RUN_FIRST_IN_WORKER,
-            data,
-            feed_sets,
-            str(base_dir) if base_dir is not None else None,
-            timeout=RUN_TIMEOUT_S,
-        )
-    except BackendCrash as exc:
-        message = str(exc)
-        if "no value for input" in message:
-            raise ValueError(message.split(": ", 1)[-1]) from None
-        raise RuntimeError(message.replace("backend ", "onnxruntime ", 1)) from None
+    return tuple(_in_worker(RUN_FIRST_IN_WORKER, model, feed_sets, base_dir))
 
 
 def _run_or_cone(reference, original, changed, feeds, base_dir):
