@@ -57,7 +57,8 @@ def run(label: str, request, rows: list) -> dict:
 
 
 def main() -> None:
-    from surgery.usecases.survey import SurveyRequest, comparable
+    from surgery.survey.request import SurveyRequest
+    from surgery.usecases.survey import comparable
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--limit", type=int, default=12)

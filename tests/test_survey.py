@@ -14,12 +14,9 @@ import onnx
 import pytest
 
 from surgery.cli import main
-from surgery.usecases.survey import (
-    SurveyRequest,
-    comparable,
-    final_outcome,
-    survey,
-)
+from surgery.survey.cells import final_outcome
+from surgery.survey.request import SurveyRequest
+from surgery.usecases.survey import comparable, survey
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_models"
@@ -126,7 +123,7 @@ def test_a_crashing_or_hanging_cell_is_an_error_and_the_survey_goes_on(tmp_path)
         targets=["onnxruntime"],
         timeout=4,
         workers=2,
-        cell="surgery.usecases.survey:survey_cell_for_test",
+        cell="surgery.survey.cells:survey_cell_for_test",
     )
     result = survey(request)
     cells = {m["name"]: m["targets"]["onnxruntime"] for m in result.report["models"]}

@@ -6,7 +6,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # app/: session, checks, fixing, sidebar, graph_component, ...
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # app/: the modules the pages import
 
 import checks  # noqa: E402
 import pandas as pd  # noqa: E402

@@ -5,7 +5,7 @@ float32, applied through the workspace like any fix (undo in the sidebar)."""
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # app/: session, sidebar, ...
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # app/: the modules the pages import
 
 import session  # noqa: E402
 import session_store  # noqa: E402

@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # app/: session, checks, fixing, sidebar, graph_component, ...
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # app/: the modules the pages import
 
 
 import checks  # noqa: E402
@@ -16,8 +16,10 @@ import session  # noqa: E402
 import sidebar  # noqa: E402
 import streamlit as st  # noqa: E402
 
-from surgery.survey_report import BACKGROUNDS, COLOURS  # noqa: E402
-from surgery.usecases.survey import OUTCOMES, SurveyInputError, SurveyRequest, final_outcome, survey  # noqa: E402
+from surgery.survey.cells import final_outcome  # noqa: E402
+from surgery.survey.report import BACKGROUNDS, COLOURS  # noqa: E402
+from surgery.survey.request import OUTCOMES, SurveyInputError, SurveyRequest  # noqa: E402
+from surgery.usecases.survey import survey  # noqa: E402
 
 MAX_BUTTONS = 100  # models listed with an "open" button at once (the filter narrows them)
 

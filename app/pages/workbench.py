@@ -3,7 +3,7 @@
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # app/: session, checks, fixing, sidebar, graph_component, ...
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # app/: the modules the pages import
 
 
 import html  # noqa: E402

@@ -97,7 +97,7 @@ class _Progress:
 
 
 def _text(report: dict, out: Path) -> str:
-    from surgery.usecases.survey import final_outcome
+    from surgery.survey.cells import final_outcome
 
     lines = []
     fixed = report.get("fix")
@@ -134,8 +134,9 @@ def _text(report: dict, out: Path) -> str:
 def run(args) -> int:
     from surgery.model import dumps
     from surgery.outputs import OutputError, write_atomic
-    from surgery.survey_report import to_html, to_sarif
-    from surgery.usecases.survey import SurveyInputError, SurveyRequest, prepare, survey
+    from surgery.survey.report import to_html, to_sarif
+    from surgery.survey.request import SurveyInputError, SurveyRequest
+    from surgery.usecases.survey import prepare, survey
 
     request = SurveyRequest(
         paths=args.paths,

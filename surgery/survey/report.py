@@ -8,7 +8,8 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from surgery.usecases.survey import OUTCOMES, final_outcome
+from surgery.survey.cells import final_outcome
+from surgery.survey.request import OUTCOMES
 
 COLOURS = {
     "accepts": "#2e7d32",

@@ -1,0 +1,98 @@
+"""What `check` costs over the backend's own call, as a user meets it: a fresh process per model and backend, for
+`onnx-surgery check MODEL -t BACKEND --no-cache` and for the backend's own minimal call on the same file
+(onnxruntime: an InferenceSession; OpenVINO: read_model + compile_model on CPU; TVM: the Relax ONNX frontend +
+compile for llvm), interleaved model by model. Goal (issue 30): the sum of ours within 1.3x the sum of theirs.
+
+    python bench/check_overhead.py [--backends onnxruntime openvino tvm] [--limit N] [--families ...]
+
+Models: the real models of the corpus (~/.cache/onnx-surgery/corpus, built by bench/corpus/build.py; node tests
+are left out), or a sample of N of them by a fixed seed. Each call has a 300 s limit; a call that fails counts
+with the time it took (both sides pay it). Wall seconds: run it on a quiet machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+CORPUS = Path.home() / ".cache" / "onnx-surgery" / "corpus"
+GOAL = 1.3
+OWN = {
+    "onnxruntime": (
+        "import sys, onnxruntime as ort\n"
+        "ort.InferenceSession(sys.argv[1], providers=['CPUExecutionProvider'])"
+    ),
+    "openvino": "import sys, openvino as ov\ncore = ov.Core()\ncore.compile_model(core.read_model(sys.argv[1]), 'CPU')",
+    "tvm": (
+        "import sys, onnx, tvm\nfrom tvm.relax.frontend.onnx import from_onnx\n"
+        "tvm.compile(from_onnx(onnx.load(sys.argv[1])), target='llvm')"
+    ),
+}
+
+
+def timed(cmd: list[str]) -> tuple[float, int]:
+    t = time.perf_counter()
+    try:
+        rc = subprocess.run(cmd, capture_output=True, timeout=300).returncode
+    except subprocess.TimeoutExpired:
+        rc = -9
+    return time.perf_counter() - t, rc
+
+
+def models(families: list[str] | None, limit: int | None) -> list[Path]:
+    manifest = json.loads((CORPUS / "manifest.json").read_text())["models"]
+    found = [
+        CORPUS / m["path"]
+        for m in manifest
+        if m["family"] != "node-test"
+        and (not families or m["family"] in families)
+        and (CORPUS / m["path"]).exists()
+    ]
+    found.sort()
+    if limit and limit < len(found):
+        found = sorted(random.Random(0).sample(found, limit))
+    return found
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--backends", nargs="*", default=["onnxruntime"])
+    ap.add_argument("--limit", type=int, default=None, help="a sample of N models (fixed seed)")
+    ap.add_argument("--families", nargs="*", default=None)
+    args = ap.parse_args()
+    paths = models(args.families, args.limit)
+    print(f"{len(paths)} models, backends {', '.join(args.backends)}", flush=True)
+    rows = []
+    for path in paths:
+        for backend in args.backends:
+            ours, rc_ours = timed(
+                [sys.executable, "-m", "surgery", "check", str(path), "-t", backend, "--no-cache"]
+            )
+            own, rc_own = timed([sys.executable, "-c", OWN[backend], str(path)])
+            rows.append((path.stem, backend, ours, rc_ours, own, rc_own))
+            print(
+                f"  {path.stem[:40]:40s} {backend:12s} ours {ours:6.2f} s (exit {rc_ours})  own {own:6.2f} s "
+                f"(exit {rc_own})  {ours / own:5.2f}x",
+                flush=True,
+            )
+    print("\n| backend | models | ours s | backend's own s | ratio | goal |")
+    print("|---|---|---|---|---|---|")
+    for backend in args.backends:
+        mine = [r for r in rows if r[1] == backend]
+        ours, own = sum(r[2] for r in mine), sum(r[4] for r in mine)
+        ratio = ours / own if own else float("nan")
+        print(
+            f"| {backend} | {len(mine)} | {ours:.1f} | {own:.1f} | {ratio:.2f}x | {'✓' if ratio <= GOAL else '✗'} "
+            f"(≤ {GOAL}x) |"
+        )
+    worst = sorted(rows, key=lambda r: r[2] / r[4] if r[4] else 0, reverse=True)[:5]
+    print("\nlargest ratios: " + "; ".join(f"{r[0]} ({r[1]}) {r[2]:.2f} vs {r[4]:.2f} s" for r in worst))
+
+
+if __name__ == "__main__":
+    main()
