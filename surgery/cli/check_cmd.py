@@ -184,6 +184,7 @@ def run(args) -> int:
     from surgery.diagnose import check_model
     from surgery.model import dumps
     from surgery.partition import partition
+
     model = load(args)
     targets = args.target or ["onnxruntime"]
     previous = CACHE.directory
@@ -198,7 +199,9 @@ def run(args) -> int:
     finally:
         use_disk_cache(previous)
     rules, suggestions = [], {}
-    if any(v.status is not Status.SUPPORTED for r in reports for v in r.verdicts):  # else nothing to suggest for
+    if any(
+        v.status is not Status.SUPPORTED for r in reports for v in r.verdicts
+    ):  # else nothing to suggest for
         from surgery.rulebook import RuleError, load_rules
         from surgery.rulebook.suggest import suggestions_for
 
