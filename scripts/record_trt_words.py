@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from surgery.backends.tensorrt.predictor import CHECKS_PATH, RECORDED_PATH, fixture_model, load_checks  # noqa: E402
+from surgery.backends.tensorrt.records import CHECKS_PATH, RECORDED_PATH, fixture_model, load_checks  # noqa: E402
 from surgery.backends.tensorrt.worker import build_error, parse  # noqa: E402
 
 

@@ -116,7 +116,7 @@ def test_probe_verdicts_are_kept_on_disk_unless_no_cache(sample_dir, tmp_path, m
 
 @pytest.mark.parametrize("fmt", ["text", "json"])
 def test_targets_lists_backends_versions_and_availability(fmt, capsys):
-    from surgery.backends.tensorrt.predictor import SUPPORTED_VERSIONS
+    from surgery.backends.tensorrt.records import SUPPORTED_VERSIONS
 
     assert main(["targets", "--format", fmt]) == 0
     out = capsys.readouterr().out

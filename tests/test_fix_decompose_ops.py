@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
-from surgery.backends.tensorrt.predictor import version_table
+from surgery.backends.tensorrt.records import version_table
 from surgery.fixes import FixError, get_fix
 from surgery.ort import make_session
 from surgery.verify import verify

@@ -10,17 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from surgery.backends.tensorrt.predictor import (
+from surgery.backends.tensorrt.predicates import TESTS
+from surgery.backends.tensorrt.predictor import make
+from surgery.backends.tensorrt.records import (
     CHECKS_PATH,
     RECORDED_PATH,
     SUPPORTED_VERSIONS,
-    TESTS,
-    _vt,
     fixture_model,
     load_checks,
-    make,
     recorded_words,
 )
+from surgery.backends.tensorrt.records import version_tuple as _vt
 from surgery.verdict import Stage, Status
 
 CHECKS = load_checks()
@@ -104,7 +104,7 @@ WORKER = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
 import tensorrt_rtx as trt
-from surgery.backends.tensorrt.predictor import load_checks, fixture_model
+from surgery.backends.tensorrt.records import load_checks, fixture_model
 from surgery.backends.tensorrt.worker import clean_words
 logger = trt.Logger(trt.Logger.INTERNAL_ERROR)
 out = {}

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from surgery.backends.tensorrt.predictor import (
+from surgery.backends.tensorrt.predictor import make
+from surgery.backends.tensorrt.records import (
     SUPPORTED_VERSIONS,
     TABLES_PATH,
     load_checks,
-    make,
     resolve_version,
     support_data,
 )

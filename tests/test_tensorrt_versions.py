@@ -8,10 +8,10 @@ import onnx.parser
 import pytest
 from onnx import TensorProto, helper
 
-from surgery.backends.tensorrt.predictor import (
+from surgery.backends.tensorrt.predictor import make
+from surgery.backends.tensorrt.records import (
     PLUGINS_PATH,
     SUPPORTED_VERSIONS,
-    make,
     plugin_data,
     resolve_version,
     support_data,

@@ -36,7 +36,7 @@ def get_backend(backend_id: str) -> Backend:
         if not version:
             raise UnknownBackend(
                 "tensorrt-static needs a version, e.g. tensorrt-static@8.2. Note: available: "
-                + ", ".join(tensorrt_static.SUPPORTED_VERSIONS)
+                + ", ".join(static_versions())
             )
         try:
             backend = tensorrt_static.make(version)
@@ -88,9 +88,9 @@ def static_versions() -> list[str]:
 
     if importlib.util.find_spec("surgery.backends.tensorrt.predictor") is None:
         return []
-    from surgery.backends.tensorrt import predictor as tensorrt_static
+    from surgery.backends.tensorrt import records
 
-    return list(tensorrt_static.SUPPORTED_VERSIONS)
+    return list(records.SUPPORTED_VERSIONS)
 
 
 def list_backends() -> list[tuple[str, str, str, Availability]]:

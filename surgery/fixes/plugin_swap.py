@@ -40,7 +40,7 @@ def _check_closed(model: ModelProto, region: list[int], outputs: list[str]) -> N
 def _check_standard(plugin: str, version: str, namespace: str) -> None:
     """A plugin named like one of TensorRT's standard plugins must ask for a version the library has shipped
     (tensorrt/data/plugins.json); other names are the user's own plugins and pass."""
-    from surgery.backends.tensorrt.predictor import plugin_history
+    from surgery.backends.tensorrt.records import plugin_history
 
     known = plugin_history(plugin)
     if not known or namespace:

@@ -50,7 +50,8 @@ def _explain(model: ModelProto, report: Report, got_funcs: dict[int, str], versi
     ]
     if not todo and not unreached:
         return
-    from surgery.backends.tensorrt.predictor import check_by_id, make, nearest_version
+    from surgery.backends.tensorrt.predictor import make
+    from surgery.backends.tensorrt.records import check_by_id, nearest_version
 
     stand_in = nearest_version(version)
     predicted = make(stand_in).check(model).verdicts
@@ -104,7 +105,7 @@ class TensorRTBackend(BuiltHere):
         """TensorRT-RTX ships 2 plugin creators; full TensorRT imports these ops through its plugin library."""
         if self.flavour != "TensorRT-RTX":
             return None
-        from surgery.backends.tensorrt.predictor import plugin_importers, standard_plugin_names
+        from surgery.backends.tensorrt.records import plugin_importers, standard_plugin_names
 
         if op in RTX_PLUGIN_IMPORTERS and ("plugin" in words.lower() or "creator" in words):
             return (
