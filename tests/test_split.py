@@ -518,3 +518,27 @@ def test_a_seeded_run_that_crashes_onnxruntime_is_a_failed_verification_not_a_de
         == 1
     )
     assert "verification: failed" in capsys.readouterr().out
+
+
+def test_inputs_too_large_at_a_size_are_never_drawn(monkeypatch):
+    """runnable_feeds counts the elements a size would draw before drawing them: a model whose inputs hold more
+    than the feed limit at 16 is drawn at 2 only (an export with 32 KV caches held 5.9 GiB at 512 before)."""
+    import surgery.isolate
+    from surgery.split import making
+    from surgery.verify import RUN_FAILURE
+
+    dims = [f"d{k}" for k in range(7)]  # 16**7 elements at 16: past the limit
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, dims)
+    model = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y]))
+    drawn = []
+    real = making._feeds_or_none
+
+    def counted(proto, seed, shapes, default_dim=2):
+        drawn.append(default_dim)
+        return real(proto, seed, shapes, default_dim=default_dim)
+
+    monkeypatch.setattr(making, "_feeds_or_none", counted)
+    monkeypatch.setattr(surgery.isolate, "call_isolated", lambda *a, **k: f"{RUN_FAILURE}: as if it failed")
+    size, feeds, runs = making.runnable_feeds(model)
+    assert drawn == [2] and size == 2 and not runs and feeds["x"].shape == (2,) * 7

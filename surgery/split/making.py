@@ -487,6 +487,8 @@ def runnable_feeds(
     first = None
     tried: list = []
     for size in (2, *(d for d in FREE_DIM_SIZES if d > 2)):
+        if tried and _elements_at(model, shapes, size) > FEED_LIMIT:
+            break  # too large to draw: counted before any input is made (32 KV caches at 512 are gigabytes)
         feeds = _feeds_or_none(model, seed, shapes, default_dim=size)
         if feeds is None:
             return size, None, False
@@ -504,6 +506,23 @@ def runnable_feeds(
         if RUN_FAILURE not in error:
             break
     return first
+
+
+def _elements_at(model: ModelProto, shapes, size: int) -> int:
+    """How many elements the seeded inputs hold, all of them together, when every dim nobody gave is `size` (an
+    upper bound of what seeded_feeds draws: it may relate some lengths)."""
+    given = shapes or {}
+    inits = {t.name for t in model.graph.initializer}
+    total = 0
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        if vi.name in given:
+            dims = list(given[vi.name])
+        else:
+            dims = [d.dim_value if d.HasField("dim_value") else size for d in vi.type.tensor_type.shape.dim]
+        total += int(np.prod(dims, dtype=np.int64)) if dims else 1
+    return total
 
 
 def _runs(model: ModelProto, feeds: dict, base_dir=None) -> str:
