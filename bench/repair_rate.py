@@ -90,7 +90,7 @@ def row_of(cell: dict, target: str) -> dict:
 def repair(path: Path, target: str, rules, max_steps: int, answers: bool = False) -> dict:
     """One model, one target, in this process: the survey's own cell function (surgery.usecases.survey), as a
     row. `rules`: the default rules (the cell loads them itself)."""
-    from surgery.survey.cells import survey_cell
+    from surgery.usecases.survey.cells import survey_cell
 
     return row_of(survey_cell(str(path), target, "parse", True, None, max_steps, answers)["cell"], target)
 
@@ -139,8 +139,8 @@ def corpus_records(args) -> list[dict]:
 def main() -> None:
     """The corpus through `onnx-surgery survey --fix --depth parse` (one pipeline: its cells are cached, so a re-run
     with nothing changed reads them back), then this bench's tables."""
-    from surgery.survey.request import SurveyRequest
     from surgery.usecases.survey import survey
+    from surgery.usecases.survey.request import SurveyRequest
 
     ap = argparse.ArgumentParser()
     corpus_args(ap, TARGETS)

@@ -57,8 +57,8 @@ def run(label: str, request, rows: list) -> dict:
 
 
 def main() -> None:
-    from surgery.survey.request import SurveyRequest
     from surgery.usecases.survey import comparable
+    from surgery.usecases.survey.request import SurveyRequest
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--limit", type=int, default=12)

@@ -9,9 +9,9 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from surgery.survey.cells import final_outcome  # noqa: E402
-from surgery.survey.request import SurveyRequest  # noqa: E402
 from surgery.usecases.survey import survey  # noqa: E402
+from surgery.usecases.survey.cells import final_outcome  # noqa: E402
+from surgery.usecases.survey.request import SurveyRequest  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 MAIN = str(REPO / "app" / "main.py")

@@ -14,9 +14,9 @@ import onnx
 import pytest
 
 from surgery.cli import main
-from surgery.survey.cells import final_outcome
-from surgery.survey.request import SurveyRequest
 from surgery.usecases.survey import comparable, survey
+from surgery.usecases.survey.cells import final_outcome
+from surgery.usecases.survey.request import SurveyRequest
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_models"
@@ -123,7 +123,7 @@ def test_a_crashing_or_hanging_cell_is_an_error_and_the_survey_goes_on(tmp_path)
         targets=["onnxruntime"],
         timeout=4,
         workers=2,
-        cell="surgery.survey.cells:survey_cell_for_test",
+        cell="surgery.usecases.survey.cells:survey_cell_for_test",
     )
     result = survey(request)
     cells = {m["name"]: m["targets"]["onnxruntime"] for m in result.report["models"]}

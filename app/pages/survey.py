@@ -16,10 +16,10 @@ import session  # noqa: E402
 import sidebar  # noqa: E402
 import streamlit as st  # noqa: E402
 
-from surgery.survey.cells import final_outcome  # noqa: E402
-from surgery.survey.report import BACKGROUNDS, COLOURS  # noqa: E402
-from surgery.survey.request import OUTCOMES, SurveyInputError, SurveyRequest  # noqa: E402
 from surgery.usecases.survey import survey  # noqa: E402
+from surgery.usecases.survey.cells import final_outcome  # noqa: E402
+from surgery.usecases.survey.report import BACKGROUNDS, COLOURS  # noqa: E402
+from surgery.usecases.survey.request import OUTCOMES, SurveyInputError, SurveyRequest  # noqa: E402
 
 MAX_BUTTONS = 100  # models listed with an "open" button at once (the filter narrows them)
 

@@ -97,7 +97,7 @@ class _Progress:
 
 
 def _text(report: dict, out: Path) -> str:
-    from surgery.survey.cells import final_outcome
+    from surgery.usecases.survey.cells import final_outcome
 
     lines = []
     fixed = report.get("fix")
@@ -134,9 +134,9 @@ def _text(report: dict, out: Path) -> str:
 def run(args) -> int:
     from surgery.model import dumps
     from surgery.outputs import OutputError, write_atomic
-    from surgery.survey.report import to_html, to_sarif
-    from surgery.survey.request import SurveyInputError, SurveyRequest
     from surgery.usecases.survey import prepare, survey
+    from surgery.usecases.survey.report import to_html, to_sarif
+    from surgery.usecases.survey.request import SurveyInputError, SurveyRequest
 
     request = SurveyRequest(
         paths=args.paths,

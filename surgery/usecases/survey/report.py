@@ -8,8 +8,8 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from surgery.survey.cells import final_outcome
-from surgery.survey.request import OUTCOMES
+from surgery.usecases.survey.cells import final_outcome
+from surgery.usecases.survey.request import OUTCOMES
 
 COLOURS = {
     "accepts": "#2e7d32",

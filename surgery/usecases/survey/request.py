@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from surgery.survey.cells import CELL
+from surgery.usecases.survey.cells import CELL
 
 OUTCOMES = ("accepts", "rejects", "cannot confirm", "unavailable", "error")
 ENGINES = ("local", "ray")

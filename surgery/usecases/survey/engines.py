@@ -8,8 +8,8 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
-from surgery.survey.cells import isolated_cell
-from surgery.survey.request import Job, SurveyInputError, SurveyRequest
+from surgery.usecases.survey.cells import isolated_cell
+from surgery.usecases.survey.request import Job, SurveyInputError, SurveyRequest
 
 # -- engines ---------------------------------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ import json
 import os
 from pathlib import Path
 
-from surgery.survey.request import OUTCOMES, SurveyRequest
+from surgery.usecases.survey.request import OUTCOMES, SurveyRequest
 
 CACHE_ENV = "ONNX_SURGERY_SURVEY_CACHE"
 DEFAULT_CACHE = "~/.cache/onnx-surgery/survey"
@@ -60,7 +60,7 @@ def tool_version() -> str:
     """The package's version and a hash of its source: a changed checkout computes every cell again."""
     from surgery.resources import package_version
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]  # surgery/
     h = hashlib.sha256()
     for f in sorted(root.rglob("*.py")):
         h.update(str(f.relative_to(root)).encode())

@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-CELL = "surgery.survey.cells:survey_cell"  # what each cell runs in its child ("module:function")
+CELL = "surgery.usecases.survey.cells:survey_cell"  # what each cell runs in its child ("module:function")
 
 
 # -- one cell (runs in the child) ------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ that apply to the target, the tool's version, the backend's version): a re-run w
 cell from the cache, a changed model or rule re-runs only the cells it touches, and an interrupted survey
 resumes where it stopped (a cell is written to the cache as soon as it is done).
 
-The pieces: surgery/survey/request.py, cells.py (one cell), cache.py, engines.py (local, Ray), report.py."""
+The pieces: surgery/usecases/survey/request.py, cells.py (one cell), cache.py, engines.py (local, Ray), report.py."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from surgery.survey.cache import (
+from surgery.usecases.survey.cache import (
     Hashes,
     backend_version,
     cache_dir,
@@ -39,9 +39,9 @@ from surgery.survey.cache import (
     tool_version,
     write_cell,
 )
-from surgery.survey.cells import final_outcome, rules_once
-from surgery.survey.engines import run_local, run_on_ray
-from surgery.survey.request import ENGINES, OUTCOMES, Job, SurveyInputError, SurveyRequest
+from surgery.usecases.survey.cells import final_outcome, rules_once
+from surgery.usecases.survey.engines import run_local, run_on_ray
+from surgery.usecases.survey.request import ENGINES, OUTCOMES, Job, SurveyInputError, SurveyRequest
 
 
 @dataclass
