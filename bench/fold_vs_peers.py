@@ -19,10 +19,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -119,12 +121,9 @@ def fusions(ours: dict[str, int], theirs: dict[str, int]) -> str:
     return f"{', '.join(names) or 'other'} ({counts}{more_counts})"
 
 
-def run_one(tool: str, path: str, repeat: int) -> None:
-    """Child process: warm the tool up on a small sample (its imports, onnxruntime's first session), load the
-    model, fold it up to `repeat` times with `tool`; print nodes, median wall and CPU seconds, and op counts."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        TOOLS[tool](build("resize_scales_chain"))
+def fold_one(tool: str, path: str, repeat: int) -> str:
+    """Load the model, fold it up to `repeat` times with `tool`: 'RESULT nodes wall cpu {op: count}' (median
+    seconds)."""
     model = onnx.load(path)
     walls, cpus, out = [], [], None
     for _ in range(repeat):
@@ -139,29 +138,79 @@ def run_one(tool: str, path: str, repeat: int) -> None:
     ops: dict[str, int] = {}
     for n in out.graph.node:
         ops[n.op_type] = ops.get(n.op_type, 0) + 1
-    print(
+    return (
         f"RESULT {len(out.graph.node)} {statistics.median(walls)} {statistics.median(cpus)} {json.dumps(ops)}"
     )
 
 
-def measure(tool: str, path: Path, repeat: int, limit: float = TIME_LIMIT_S) -> dict:
-    """Each tool in its own process: a peer that crashes (Polygraphy exits on some models) costs only its cell.
-    {'nodes', 'wall', 'cpu', 'ops'} on success, {'error'} otherwise."""
-    try:
-        proc = subprocess.run(
-            [sys.executable, __file__, "--one", tool, str(path), "--repeat", str(repeat)],
-            capture_output=True,
+def serve(tool: str, repeat: int) -> None:
+    """Child process: warm the tool up on a small sample (its imports, onnxruntime's first session), then fold
+    each model path read from stdin, answering one RESULT or ERROR line each (tools print on stdout too)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        TOOLS[tool](build("resize_scales_chain"))
+    for line in sys.stdin:
+        try:
+            answer = fold_one(tool, line.strip(), repeat)
+        except Exception as exc:  # noqa: BLE001 - the cell says the tool failed
+            answer = "ERROR " + (str(exc).strip().splitlines() or [type(exc).__name__])[-1][:60]
+        print("\n" + answer, flush=True)
+
+
+class Worker:
+    """One tool in its own process, kept for the whole run (its start and imports paid once) and started again
+    after a crash or a timeout: a peer that dies (Polygraphy exits on some models) costs only its cell."""
+
+    def __init__(self, tool: str, repeat: int):
+        self.tool, self.repeat, self.proc = tool, repeat, None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--serve", self.tool, "--repeat", str(self.repeat)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,  # a failure is an ERROR line, a crash its exit status
             text=True,
-            timeout=limit,
         )
-    except subprocess.TimeoutExpired:
-        return {"error": f"timeout (> {limit:.0f} s)"}
-    line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
-    if line is None:
-        tail = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
-        return {"error": f"fails ({tail[:40]})"}
-    _, nodes, wall, cpu, ops = line.split(" ", 4)
-    return {"nodes": int(nodes), "wall": float(wall), "cpu": float(cpu), "ops": json.loads(ops)}
+        # a thread reads the answers into a queue, so that waiting for one can time out (select on a buffered
+        # pipe would miss a line already read into the buffer)
+        self.lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._read, args=(self.proc.stdout, self.lines), daemon=True).start()
+
+    @staticmethod
+    def _read(stream, lines: queue.Queue) -> None:
+        for line in stream:
+            lines.put(line)
+        lines.put("")  # the process ended
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+    def measure(self, path: Path, limit: float) -> dict:
+        """{'nodes', 'wall', 'cpu', 'ops'} on success, {'error'} otherwise."""
+        if self.proc is None:
+            self.start()
+        self.proc.stdin.write(f"{path}\n")
+        self.proc.stdin.flush()
+        deadline = time.monotonic() + limit
+        while True:
+            try:
+                line = self.lines.get(timeout=max(deadline - time.monotonic(), 0.001))
+            except queue.Empty:
+                self.stop()
+                return {"error": f"timeout (> {limit:.0f} s)"}
+            if not line:
+                code = self.proc.wait()
+                self.proc = None
+                return {"error": f"fails (exit {code})"}
+            if line.startswith("ERROR "):
+                return {"error": f"fails ({line[6:].strip()[:40]})"}
+            if line.startswith("RESULT "):
+                _, nodes, wall, cpu, ops = line.split(" ", 4)
+                return {"nodes": int(nodes), "wall": float(wall), "cpu": float(cpu), "ops": json.loads(ops)}
 
 
 def corpus_models(split: str | None, family: str | None) -> dict[str, Path]:
@@ -234,14 +283,14 @@ def main() -> None:
     ap.add_argument("--family", help="with --corpus: only this family")
     ap.add_argument("--json", type=Path, help="write every measurement here too")
     ap.add_argument("--quick", action="store_true", help="one run each, no constant chain")
-    ap.add_argument("--one", nargs=2, help=argparse.SUPPRESS)
+    ap.add_argument("--serve", help=argparse.SUPPRESS)
     ap.add_argument("--repeat", type=int, default=3, help=argparse.SUPPRESS)
     ap.add_argument(
         "--limit", type=float, default=TIME_LIMIT_S, help="seconds per tool and model (all repeats)"
     )
     args = ap.parse_args()
-    if args.one:
-        return run_one(args.one[0], args.one[1], args.repeat)
+    if args.serve:
+        return serve(args.serve, args.repeat)
     work = Path(tempfile.mkdtemp(prefix="fold-bench-"))
     models = {}
     if args.corpus:
@@ -268,15 +317,18 @@ def main() -> None:
     )
     print("|---|---|" + "---|" * len(TOOLS) + "---|---|---|---|")
     verdicts, records = [], []
+    workers = {tool: Worker(tool, repeat) for tool in TOOLS}
     for name, path in models.items():
         n = len(onnx.load(str(path), load_external_data=False).graph.node)
-        results = {tool: measure(tool, path, repeat, args.limit) for tool in TOOLS}
+        results = {tool: workers[tool].measure(path, args.limit) for tool in TOOLS}
         line, verdict = row(name, n, results)
         verdicts.append(verdict)
         records.append({"model": name, "nodes": n, "results": results, "verdict": verdict})
         print(line, flush=True)
         if args.json:
             args.json.write_text(json.dumps(records, indent=1))
+    for w in workers.values():
+        w.stop()
     print(summary(verdicts))
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
