@@ -142,6 +142,7 @@ def check_one(
     options: dict | None = None,
     in_worker: bool = False,
     path: str | None = None,
+    remember: bool = True,
 ) -> Report:
     """One target's report on `model` (cached), checked to `depth` (default: the backend's own). Raises
     UnknownBackend for a target id that does not exist.
@@ -150,19 +151,25 @@ def check_one(
     of low CPU priority, given the model's serialization (weights in external files stay references to them):
     the server never holds the weights, and on a busy machine the page's drawing comes before the check. `path`:
     the file `model` was read from, unedited: the worker reads it there (a model whose weights are in the file
-    itself is not serialized again in the server, a copy as big as the weights)."""
+    itself is not serialized again in the server, a copy as big as the weights), and so does a backend that reads
+    files itself (`reads_file`: onnxruntime) in this process.
+
+    `remember=False` (a one-shot caller, the CLI's check): the report is neither looked up nor kept, and the
+    model is not fingerprinted (a serialization of the whole model, for a key nobody would ask again)."""
     backend = get_backend(target)
     depth = Stage(depth) if depth else Stage(getattr(backend, "default_depth", Stage.PARSE))
-    key = (
-        fp or fingerprint(model),
-        backend.id,
-        backend.version,
-        depth.value,
-        tuple(sorted((options or {}).items())),
-    )
-    with _LOCK:
-        if key in _CACHE:
-            return _CACHE[key]
+    key = None
+    if remember:
+        key = (
+            fp or fingerprint(model),
+            backend.id,
+            backend.version,
+            depth.value,
+            tuple(sorted((options or {}).items())),
+        )
+        with _LOCK:
+            if key in _CACHE:
+                return _CACHE[key]
     available = backend.availability()
     if not available.ok:
         return _unavailable_report(backend.id, backend.label, backend.version, available.reason)
@@ -171,6 +178,8 @@ def check_one(
     try:
         if in_worker and getattr(backend, "reads_weights", False):
             report = _check_in_worker(model, backend.id, base, depth, path)
+        elif path and getattr(backend, "reads_file", False):
+            report = backend.check(model, base, depth=depth, path=path)
         else:
             report = backend.check(model, base, depth=depth)
         report.depth = depth
@@ -188,6 +197,8 @@ def check_one(
         report.depth = depth
         report.seconds = time.perf_counter() - t0
         return report  # not cached: it may be transient
+    if key is None:
+        return report
     with _LOCK:
         if len(_CACHE) >= MAX_CACHED_REPORTS:
             _CACHE.pop(next(iter(_CACHE)))
@@ -202,16 +213,19 @@ def check_model(
     progress: Callable[[float, str], None] | None = None,
     *,
     depth: Stage | str | None = None,
+    path: str | None = None,
+    remember: bool = True,
 ) -> list[Report]:
-    """A report per target, in order. Unknown target ids raise UnknownBackend before any backend runs."""
+    """A report per target, in order. Unknown target ids raise UnknownBackend before any backend runs. `path` and
+    `remember`: as check_one's."""
     for target in targets:
         get_backend(target)  # fail fast on a typo, before minutes of checking
-    fp = fingerprint(model)
+    fp = fingerprint(model) if remember else None
     reports = []
     for k, target in enumerate(targets):
         if progress:
             progress(k / max(len(targets), 1), f"checking with {target}")
-        reports.append(check_one(model, target, base_dir, fp=fp, depth=depth))
+        reports.append(check_one(model, target, base_dir, fp=fp, depth=depth, path=path, remember=remember))
     if progress:
         progress(1.0, "done")
     return reports

@@ -69,6 +69,18 @@ class Model:
     file_bytes: int
     external: list[ExternalFile] = field(default_factory=list)
     content_hash: str | None = None  # sha256 of the bytes parsed, when load_model was asked for it
+    stamp: tuple | None = None  # the file's (device, inode, size, mtime ns) when it was read
+
+    def file_as_read(self) -> str | None:
+        """The path of the file this model was read from while the file is still the one read (same inode, size
+        and modification time), for a backend that reads the file itself rather than a serialization of `proto`:
+        None for a model from bytes, or a file changed since. The caller vouches that `proto` is unedited."""
+        if self.stamp is None:
+            return None
+        try:
+            return self.source if _stamp(os.stat(self.source)) == self.stamp else None
+        except OSError:
+            return None
 
     @property
     def has_external_data(self) -> bool:
@@ -497,6 +509,7 @@ def load_model(
     source = str(path)
     fd = _open_regular(path, source, "an ONNX model file")
     with os.fdopen(fd, "rb") as f:
+        stamp = _stamp(os.fstat(f.fileno()))
         data = _read_model_file(f, source, limit)
     with gc_paused():
         proto = parse_model_bytes(data, source)
@@ -506,7 +519,11 @@ def load_model(
     if total > limit:
         raise _too_large(source, total, limit, "the model with its external data")
     digest = hashlib.sha256(data).hexdigest() if content_hash else None
-    return Model(proto, source, path.parent, size, external, digest)
+    return Model(proto, source, path.parent, size, external, digest, stamp)
+
+
+def _stamp(st: os.stat_result) -> tuple:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def _not_regular(mode: int) -> str:

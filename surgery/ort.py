@@ -86,8 +86,17 @@ def runnable_copy(model: ModelProto) -> ModelProto:
     return copy
 
 
-def make_session(model: ModelProto, base_dir: Path | str | None = None, *, optimize: bool = False, **opts):
-    """An onnxruntime CPU session on the runnable copy. External data resolves against `base_dir`."""
+def make_session(
+    model: ModelProto,
+    base_dir: Path | str | None = None,
+    *,
+    optimize: bool = False,
+    path: str | None = None,
+    **opts,
+):
+    """An onnxruntime CPU session on the runnable copy. External data resolves against `base_dir`. `path`: the
+    file `model` was read from, unedited (Model.file_as_read): onnxruntime reads it there, as its own call would,
+    when the model needs no runnable copy (no serialization of the whole model here)."""
     import onnxruntime as ort
 
     so = ort.SessionOptions()
@@ -98,6 +107,8 @@ def make_session(model: ModelProto, base_dir: Path | str | None = None, *, optim
     for k, v in opts.items():
         setattr(so, k, v)
     run = runnable_copy(model)
+    if path is not None and run is model:
+        return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
     if base_dir is not None and has_external_data(run):
         # external locations are relative to the model's folder: tell onnxruntime the folder (nothing written)
         so.add_session_config_entry("session.model_external_initializers_file_folder_path", str(base_dir))

@@ -117,6 +117,9 @@ class Backend(Protocol):
     # whether its check reads every weight into the calling process (onnxruntime's session creation): a server
     # runs such checks in a worker process (diagnose.check_one(in_worker=True))
     reads_weights: bool
+    # optional: True where `check` takes `path=`, the file the model was read from unedited, and reads it there
+    # (as the backend's own call would) instead of a serialization of the model (diagnose.check_one(path=...))
+    # reads_file: bool
 
     def availability(self) -> Availability: ...
 

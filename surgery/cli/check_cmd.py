@@ -192,7 +192,14 @@ def run(args) -> int:
         use_disk_cache()
     try:
         with chatter_to_stderr():  # stdout is the report's alone (JSON that parses)
-            reports = check_model(model.proto, targets, model.base_dir, depth=args.depth)
+            reports = check_model(
+                model.proto,
+                targets,
+                model.base_dir,
+                depth=args.depth,
+                path=model.file_as_read(),  # a backend that reads files reads this one, not a copy
+                remember=False,  # one check per target in this process: no fingerprint, no cache
+            )
     except UnknownBackend as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -24,7 +24,7 @@ from surgery.backends.base import (
 )
 from surgery.backends.build import BuiltHere
 from surgery.backends.probe import judge, probe_nodes
-from surgery.graph import GraphFacts, opset_of
+from surgery.graph import GraphFacts, node_keys, opset_of
 
 
 @functools.cache
@@ -75,6 +75,7 @@ class OnnxRuntimeBackend(BuiltHere):
     default_depth = Stage.BUILD
     builds_in_check = False  # creating the session is the build
     reads_weights = True  # a session holds every weight
+    reads_file = True  # given the path of the unedited file, the session reads it there (check's `path`)
 
     def __init__(self):
         import onnxruntime
@@ -85,18 +86,25 @@ class OnnxRuntimeBackend(BuiltHere):
     def availability(self) -> Availability:
         return Availability(True, f"onnxruntime {self.version}, CPUExecutionProvider")
 
-    def _session_error(self, model: ModelProto, base_dir=None) -> str | None:
+    def _session_error(self, model: ModelProto, base_dir=None, path: str | None = None) -> str | None:
         from surgery.ort import make_session
 
         try:
-            make_session(model, base_dir)
+            make_session(model, base_dir, path=path)
             return None
         except Exception as exc:
             return _words(exc)
 
-    def check(self, model: ModelProto, base_dir: str | None = None, depth: Stage = Stage.BUILD) -> Report:
+    def check(
+        self,
+        model: ModelProto,
+        base_dir: str | None = None,
+        depth: Stage = Stage.BUILD,
+        *,
+        path: str | None = None,
+    ) -> Report:
+        """`path`: the file `model` was read from, unedited; the whole-model session reads it there."""
         t0 = time.perf_counter()
-        facts = GraphFacts.of(model)
         report = Report(self.id, self.label, self.version)
         nodes = model.graph.node
 
@@ -106,22 +114,24 @@ class OnnxRuntimeBackend(BuiltHere):
 
         key = (self.id, self.version)
         kernelless = suspects(model)
-        early, calls = probe_nodes(facts, ask, key, kernelless)
+        facts = GraphFacts.of(model) if kernelless else None  # the facts probes need: made when one is
+        early, calls = probe_nodes(facts, ask, key, kernelless) if facts else ({}, 0)
         report.backend_calls = calls
         refused = [i for i, (ok, _) in early.items() if not ok]
         error = None
         if not refused:
-            error = self._session_error(model, base_dir)
+            error = self._session_error(model, base_dir, path)
             report.backend_calls += 1
         whole = Evidence("whole model", f"{self.label}, session creation")
         if error is None and not refused:
             report.accepted = True
             report.verdicts = [
                 Verdict(k, i, n.op_type, Status.SUPPORTED, stage=Stage.BUILD, evidence=whole)
-                for i, (k, n) in enumerate(zip(facts.keys, nodes))
+                for i, (k, n) in enumerate(zip(node_keys(nodes), nodes))
             ]
             report.seconds = time.perf_counter() - t0
             return report
+        facts = facts or GraphFacts.of(model)
         report.accepted = False
         verdicts, calls = probe_nodes(facts, ask, key)
         report.backend_calls += calls

@@ -1,0 +1,79 @@
+"""`check` hands onnxruntime the file it read, not a serialization of it, only while that file is still the one
+read; a one-shot check keeps no report and computes no fingerprint."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from surgery import diagnose
+from surgery.backends.onnxruntime.check import OnnxRuntimeBackend
+from surgery.model import load_model
+from surgery.verdict import Outcome
+
+
+def _model(op: str = "Relu", ir: int = 8) -> onnx.ModelProto:
+    w = numpy_helper.from_array(np.arange(4096, dtype=np.float32).reshape(64, 64), "w")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node(op, ["m"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [w],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=ir)
+
+
+def test_file_as_read_is_the_path_until_the_file_changes(tmp_path):
+    path = tmp_path / "m.onnx"
+    onnx.save(_model(), path)
+    model = load_model(path)
+    assert model.file_as_read() == str(path)
+    onnx.save(_model("Sigmoid"), path)  # another model under the same name: the file is not the one read
+    os.utime(path, ns=(1, 1))
+    assert model.file_as_read() is None
+    assert load_model(_model().SerializeToString()).file_as_read() is None  # from bytes: no file
+
+
+def test_a_changed_file_is_not_what_onnxruntime_reads(tmp_path):
+    """The model read has a node onnxruntime refuses; the file is then replaced by a healthy one. The check is on
+    the model read (refused), not on what the file holds now."""
+    path = tmp_path / "m.onnx"
+    onnx.save(_model("NoSuchOp"), path)
+    model = load_model(path)
+    onnx.save(_model(), path)
+    os.utime(path, ns=(1, 1))
+    [report] = diagnose.check_model(
+        model.proto, ["onnxruntime"], model.base_dir, path=model.file_as_read(), remember=False
+    )
+    assert report.outcome is not Outcome.ACCEPTS
+
+
+def test_the_session_reads_the_file_with_its_external_data(tmp_path):
+    path = tmp_path / "m.onnx"
+    onnx.save(_model(), path, save_as_external_data=True, size_threshold=0, location="m.data")
+    model = load_model(path)
+    report = OnnxRuntimeBackend().check(model.proto, str(model.base_dir), path=model.file_as_read())
+    assert report.accepted, report.messages
+    # the path names the model read: a refused node in it is refused through the path too
+    bad = tmp_path / "bad.onnx"
+    onnx.save(_model("NoSuchOp"), bad)
+    refused = load_model(bad)
+    assert not OnnxRuntimeBackend().check(refused.proto, str(tmp_path), path=refused.file_as_read()).accepted
+
+
+def test_one_shot_check_keeps_nothing(tmp_path, monkeypatch):
+    path = tmp_path / "m.onnx"
+    onnx.save(_model(), path)
+    model = load_model(path)
+    diagnose.clear_cache()
+    fingerprints = []
+    monkeypatch.setattr(diagnose, "fingerprint", lambda proto: fingerprints.append(1) or "x")
+    [report] = diagnose.check_model(model.proto, ["onnxruntime"], model.base_dir, remember=False)
+    assert report.accepted and not diagnose._CACHE and not fingerprints
+    diagnose.check_model(model.proto, ["onnxruntime"], model.base_dir)
+    assert fingerprints and diagnose._CACHE
+    diagnose.clear_cache()
