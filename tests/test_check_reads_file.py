@@ -77,3 +77,21 @@ def test_one_shot_check_keeps_nothing(tmp_path, monkeypatch):
     diagnose.check_model(model.proto, ["onnxruntime"], model.base_dir)
     assert fingerprints and diagnose._CACHE
     diagnose.clear_cache()
+
+
+def test_openvino_reads_the_file_in_place(tmp_path):
+    import pytest
+
+    pytest.importorskip("openvino")
+    from surgery.backends.openvino.check import OpenVINOBackend
+
+    good, bad = tmp_path / "good.onnx", tmp_path / "bad.onnx"
+    onnx.save(_model(), good, save_as_external_data=True, size_threshold=0, location="good.data")
+    onnx.save(_model("NoSuchOp"), bad)
+    for path, ok in ((good, True), (bad, False)):
+        model = load_model(path)
+        report = OpenVINOBackend().check(model.proto, str(tmp_path), path=model.file_as_read())
+        assert report.accepted is ok
+        assert [v.status.value for v in report.verdicts] == [
+            v.status.value for v in OpenVINOBackend().check(model.proto, str(tmp_path)).verdicts
+        ]

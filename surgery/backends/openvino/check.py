@@ -92,12 +92,25 @@ class OpenVINOBackend(BuiltHere):
 
     default_depth = Stage.BUILD  # read_model converts; compile_model is what a user's program calls next
 
-    def check(self, model: ModelProto, base_dir: str | None = None, depth: Stage = Stage.PARSE) -> Report:
+    reads_file = True  # given the path of the unedited file, read_model reads it there (check's `path`)
+
+    def check(
+        self,
+        model: ModelProto,
+        base_dir: str | None = None,
+        depth: Stage = Stage.PARSE,
+        *,
+        path: str | None = None,
+    ) -> Report:
+        """`path`: the file `model` was read from, unedited: OpenVINO reads it in place (it only reads)."""
         t0 = time.perf_counter()
-        # OpenVINO reads a file: a private copy, its external weights linked in (removed here, whatever the child
-        # process does)
-        with private_copy(model, base_dir) as path:
+        if path is not None:
             out = call_isolated("surgery.backends.openvino.check:_convert", path, timeout=TIMEOUT_S)
+        else:
+            # OpenVINO reads a file: a private copy, its external weights linked in (removed here, whatever the
+            # child process does)
+            with private_copy(model, base_dir) as copy:
+                out = call_isolated("surgery.backends.openvino.check:_convert", copy, timeout=TIMEOUT_S)
         report = Report(self.id, self.label, self.version, backend_calls=1)
         keys = node_keys(model.graph.node)
         by_name = {n.name: k for k, n in zip(keys, model.graph.node) if n.name}
