@@ -542,3 +542,40 @@ def test_inputs_too_large_at_a_size_are_never_drawn(monkeypatch):
     monkeypatch.setattr(surgery.isolate, "call_isolated", lambda *a, **k: f"{RUN_FAILURE}: as if it failed")
     size, feeds, runs = making.runnable_feeds(model)
     assert drawn == [2] and size == 2 and not runs and feeds["x"].shape == (2,) * 7
+
+
+def test_seeded_feeds_relate_a_decoders_kv_lengths():
+    """A decoder whose mask spans the past and the new tokens (its length a symbol of its own, as torch's dynamo
+    exporter writes it): the mask is as long as past + new, else the original does not run and nothing verifies."""
+    n = helper.make_node
+    ints = helper.make_tensor
+    graph = helper.make_graph(
+        [
+            n("Cast", ["input_ids"], ["ids_f"], to=TensorProto.FLOAT),
+            n("Unsqueeze", ["ids_f", "one"], ["a"]),
+            n("Unsqueeze", ["a", "three"], ["k"]),
+            n("Mul", ["k", "e"], ["new"]),
+            n("Concat", ["past_key_values.0.key", "new"], ["whole"], axis=2),
+            n("Cast", ["attention_mask"], ["mf"], to=TensorProto.FLOAT),
+            n("Unsqueeze", ["mf", "one_three"], ["m4"]),
+            n("Mul", ["whole", "m4"], ["y"]),
+        ],
+        "decoder",
+        [
+            helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["b", "s"]),
+            helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["b", "m"]),
+            helper.make_tensor_value_info("past_key_values.0.key", TensorProto.FLOAT, ["b", 2, "p", 4]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", 2, "t", 4])],
+        [
+            ints("one", TensorProto.INT64, [1], [1]),
+            ints("three", TensorProto.INT64, [1], [3]),
+            ints("one_three", TensorProto.INT64, [2], [1, 3]),
+            ints("e", TensorProto.FLOAT, [1, 2, 1, 4], list(range(8))),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    feeds = seeded_feeds(model)
+    past, new, mask = (feeds[k].shape for k in ("past_key_values.0.key", "input_ids", "attention_mask"))
+    assert mask[1] == past[2] + new[1]
+    assert make_session(model).run(None, feeds)[0].shape[2] == mask[1]

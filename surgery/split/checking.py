@@ -33,9 +33,10 @@ def _vocabulary(model: ModelProto) -> list[str]:
 def seeded_feeds(
     model: ModelProto, seed: int = 0, shapes: dict[str, list[int]] | None = None, default_dim: int = 2
 ) -> dict[str, np.ndarray]:
-    """Deterministic inputs for every graph input: numbers as surgery.feeds.seeded_inputs makes them, strings drawn
-    from the model's own vocabulary. `shapes` fixes an input's shape (name -> dims; '' for every input)."""
-    from surgery.feeds import seeded_inputs
+    """Deterministic inputs for every graph input: numbers as surgery.feeds draws them (a KV cache's lengths
+    related to the mask's), strings drawn from the model's own vocabulary. `shapes` fixes an input's shape
+    (name -> dims; '' for every input)."""
+    from surgery.feeds import draw, kv_cache_dims, seeded_inputs
     from surgery.graph import tensor_info_from_type
 
     shapes = shapes or {}
@@ -63,7 +64,13 @@ def seeded_feeds(
         if info.dtype == onnx.TensorProto.STRING:
             strings.append(copy)
             numeric.graph.input.pop()
-    feeds = seeded_inputs(numeric, seed=seed, default_dim=default_dim)
+    # a decoder's KV lengths related (mask = past + new), read from the model's own input names; where nothing is
+    # overridden, drawn from the model itself, so that token ids fall inside the table their Gather reads
+    related = kv_cache_dims(model)
+    if strings or shapes:
+        feeds = seeded_inputs(numeric, seed=seed, dims=related, default_dim=default_dim)
+    else:
+        feeds = draw(model, seed=seed, dims=related, default_dim=default_dim).arrays
     rng = np.random.default_rng(seed + 1)
     vocab = _vocabulary(model)
     for vi in strings:
