@@ -137,6 +137,7 @@ def verify_plan(
         names = [o.name for o in sess.get_outputs()]
         wanted = {i.name for i in sess.get_inputs()}
         ref = dict(zip(names, sess.run(names, {k: v for k, v in feeds.items() if k in wanted})))
+        del sess  # the original's weights (and its arena) go before the parts' sessions hold theirs
     except Exception as exc:
         return Verification(
             "not verified",
