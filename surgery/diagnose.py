@@ -53,8 +53,12 @@ def checked_here(source: bytes | str, target: str, base_dir: str | None, depth: 
     read from unedited (read here: the server copies nothing)."""
     from surgery.model import load_model, parse_model_bytes
 
-    model = load_model(source).proto if isinstance(source, str) else parse_model_bytes(source)
-    return get_backend(target).check(model, base_dir, depth=Stage(depth))
+    backend = get_backend(target)
+    if isinstance(source, str):
+        model = load_model(source)
+        path = model.file_as_read() if getattr(backend, "reads_file", False) else None
+        return backend.check(model.proto, base_dir, depth=Stage(depth), **({"path": path} if path else {}))
+    return backend.check(parse_model_bytes(source), base_dir, depth=Stage(depth))
 
 
 def _unavailable_report(target: str, label: str, version: str, reason: str) -> Report:
