@@ -102,7 +102,7 @@ def _build_stage(report: Report, model: ModelProto, backend, base_dir) -> None:
     the builder names, or a model-level error, in the builder's words, at stage build."""
     from surgery.backends.build import build_model
 
-    built = build_model(backend.id, model, BuildOptions(measure=False), base_dir=base_dir)
+    built = build_model(backend.id, model, BuildOptions(measure=False, artifact=False), base_dir=base_dir)
     report.backend_calls += 1
     if built.ok:
         return

@@ -58,3 +58,17 @@ def test_the_predictor_knows_integer_inputs_read_as_shapes_need_a_profile(onnx_n
     profile = [m for m in predicted.messages if "optimization profile" in m.explanation]
     assert bool(profile) == (not built.ok and "no optimization profile" in built.error), built.error
     assert built.ok == (predicted.outcome is Outcome.ACCEPTS), (predicted.reasons(), built.error)
+
+
+@pytest.mark.parametrize("backend", [b for b in BACKENDS if b != "onnxruntime"])
+def test_a_check_at_build_depth_keeps_no_artifact(backend, tmp_path, monkeypatch):
+    """The check asks whether the model builds: nothing is exported (TVM's export_library links a library with the
+    system compiler, seconds of a check), and its scratch folder goes."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    clear_cache()
+    assert check_one(build("healthy_cnn"), backend, depth="build").outcome is Outcome.ACCEPTS
+    assert not any(p.name.startswith(f"onnx-surgery-{backend}") for p in tmp_path.iterdir())
+    built = build_model(backend, build("healthy_cnn"), BuildOptions(measure=False, artifact=False))
+    assert built.ok and built.artifact is None

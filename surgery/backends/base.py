@@ -74,6 +74,9 @@ class BuildOptions:
     time_budget_s: float | None = 5.0
     out_dir: str | None = None
     measure: bool = True  # run the engine for latency and accuracy where this machine can (check: no)
+    # write the engine / blob / library (check: no, it asks whether the model builds; TVM's export_library alone
+    # links a shared library with the system compiler, 2.3 s on ResNet-18)
+    artifact: bool = True
     tune_trials: int = 0  # TVM: MetaSchedule trials (0: untuned); tuned tasks are reused from tune_dir
     tune_dir: str | None = None  # TVM tuning database (None: beside timing_cache, else ~/.cache/onnx-surgery)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -129,6 +130,7 @@ def build_model(
         options.tune_dir = str(tune_dir(options))  # here, not in a worker started before the caller's env
     out_dir = Path(options.out_dir or tempfile.mkdtemp(prefix=f"onnx-surgery-{name}-"))
     out_dir.mkdir(parents=True, exist_ok=True)
+    scratch = not options.artifact and not options.out_dir  # nothing is kept: the folder goes afterwards
     options.out_dir = str(out_dir)
     t0 = time.perf_counter()
     if progress:
@@ -146,6 +148,11 @@ def build_model(
         report = BuildReport(
             backend_id, False, error=str(exc), log=exc.detail, build_seconds=time.perf_counter() - t0
         )
+    finally:
+        if scratch:
+            shutil.rmtree(out_dir, ignore_errors=True)
+    if scratch:
+        report.artifact = None
     if not report.ok and report.node is None and report.error:
         report.node = named_node(report.error, model)
     from surgery.quantize import has_qdq

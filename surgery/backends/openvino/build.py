@@ -105,9 +105,10 @@ def _build(ov, model: ModelProto, path: str, options: BuildOptions, label: str, 
             label=label,
         )
     seconds = time.perf_counter() - t
-    artifact = Path(options.out_dir) / "model.openvino.blob"
-    blob = compiled.export_model()
-    artifact.write_bytes(blob.getvalue() if hasattr(blob, "getvalue") else bytes(blob))
+    artifact = Path(options.out_dir) / "model.openvino.blob" if options.artifact else None
+    if artifact is not None:
+        blob = compiled.export_model()
+        artifact.write_bytes(blob.getvalue() if hasattr(blob, "getvalue") else bytes(blob))
     runtime = compiled.get_runtime_model()
     report = BuildReport(
         "openvino",
@@ -116,7 +117,7 @@ def _build(ov, model: ModelProto, path: str, options: BuildOptions, label: str, 
         + f"{label}, CPU, INFERENCE_PRECISION_HINT {compiled.get_property('INFERENCE_PRECISION_HINT')}; "
         f"{len(read.get_ops())} ops converted, {len(runtime.get_ops())} in the compiled graph",
         build_seconds=seconds,
-        artifact=str(artifact),
+        artifact=str(artifact) if artifact else None,
         label=label,
         note=note,
     )

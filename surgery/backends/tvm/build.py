@@ -335,10 +335,13 @@ def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
             log.append(str(exc)[-2000:])
             stats = None
         seconds = time.perf_counter() - t
-    artifact = Path(options.out_dir) / "model.tvm.so"
+    artifact = Path(options.out_dir) / "model.tvm.so" if options.artifact else None
     final = tuned_ex if stats else ex
-    final.export_library(str(artifact))
-    log.append(f"library {artifact.name}, {artifact.stat().st_size} bytes" + (" (tuned)" if stats else ""))
+    if artifact is not None:
+        final.export_library(str(artifact))
+        log.append(
+            f"library {artifact.name}, {artifact.stat().st_size} bytes" + (" (tuned)" if stats else "")
+        )
     if shape_dict and stats:
         notes.append(
             "tuned at the profile's opt shape (MetaSchedule tunes static shapes): min and max are not measured"
@@ -348,7 +351,7 @@ def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
         True,
         log="\n".join(log),
         build_seconds=seconds,
-        artifact=str(artifact),
+        artifact=str(artifact) if artifact else None,
         label=label,
         note="; ".join(notes),
     )
