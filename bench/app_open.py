@@ -340,7 +340,7 @@ def beside_netron(browser, models: list[Path], floor: Path, repeat: int, late: f
         n_open = statistics.median(x[0] for x in net[m])
         growth = statistics.median(x[1] for x in app[m]) - floor_mib
         rows.append(
-            f"| {m.parent.name}/{m.name} | {graph / 2**20:.1f} MiB | {weights / 2**30:.2f} GiB |"
+            f"| {m.name if m.parent.name.startswith('tmp') else f'{m.parent.name}/{m.name}'} | {graph / 2**20:.1f} MiB | {weights / 2**30:.2f} GiB |"
             f" {spread([x[0] for x in app[m]])} | {spread([x[0] for x in net[m]])} |"
             f" {a_open / n_open:.2f}x {'✓' if a_open <= 1.5 * n_open else '✗'} |"
             f" {app[m][0][2]} / {net[m][0][1]} |"
