@@ -68,7 +68,10 @@ def _read(path: Path) -> _ReadAhead:
     proto = ahead.model.proto
     # as the first page asks for them: a big model's declared types, a smaller one's inferred shapes
     # (GraphFacts.of keeps those for this proto itself)
-    ahead.facts = GraphFacts.of(proto, infer=len(proto.graph.node) <= SHAPES_LATER_OVER)
+    if len(proto.graph.node) <= SHAPES_LATER_OVER:
+        ahead.facts = _shaped(proto, str(path), ahead.model.file_bytes)
+    else:
+        ahead.facts = GraphFacts.of(proto, infer=False)
     ahead.view = structure(ahead.facts)
     return ahead
 
@@ -107,10 +110,37 @@ def first_view(facts):
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)
-def _facts(fp: str, _model):
-    from surgery.graph import GraphFacts
+def _facts(fp: str, _model, _path: str | None = None, _size: int = 0):
+    ahead = _prepared(model=_model)
+    if ahead is not None and ahead.facts.inferred:  # the start model's, read ahead
+        return ahead.facts
+    return _shaped(_model, _path, _size)
 
-    return GraphFacts.of(_model)
+
+# A graph file this big (its nodes: external weights do not count) has its shapes inferred in a worker process
+# that reads the file itself, as a big model's are: in the server, inference holds a copy of the graph for
+# onnx's C++ side, its answer and the light copy it was given (a 2.7 MB graph, a 1B Llama export: the server's
+# peak +17 MiB, and +5 MiB held by the facts' typed graph); the worker costs ~0.5 s once (then pooled), read
+# ahead while the browser loads the page. A model with subgraphs is inferred here: its bodies' facts read the
+# typed graph.
+INFER_IN_WORKER_OVER = 1 << 20  # bytes of the model file
+
+
+def _shaped(model, path: str | None, size: int):
+    """GraphFacts.of(model) (with inferred shapes), inferred in a worker process when the model is the unedited
+    file at `path`, over INFER_IN_WORKER_OVER bytes, without subgraphs."""
+    from onnx import AttributeProto
+
+    from surgery.graph import GraphFacts, infer_in_worker
+
+    bodies = (AttributeProto.GRAPH, AttributeProto.GRAPHS)
+    if (
+        path is None
+        or size <= INFER_IN_WORKER_OVER
+        or any(a.type in bodies for n in model.graph.node for a in n.attribute)
+    ):
+        return GraphFacts.of(model)
+    return infer_in_worker(GraphFacts.of(model, infer=False), path=path)
 
 
 # Shape inference is most of the time it takes to open a big model (100k nodes: ~1.5 of ~2.5 CPU s), and the
@@ -169,7 +199,8 @@ def facts(shapes: bool = True, wait: bool = True):
     stays the same when the shapes arrive)."""
     fp, model = version(), workspace().current
     if len(model.graph.node) <= SHAPES_LATER_OVER:
-        return _facts(fp, model)
+        path = _unedited_path()
+        return _facts(fp, model, path, workspace().original.file_bytes if path else 0)
     declared = _declared_facts(fp, model)
     if not shapes:
         return declared

@@ -15,15 +15,29 @@ downloaded) at 1600×1000.
   for one whose weights are in the model file itself (the server holds the parsed model; the worker reads the
   file, so no copy of it is made in the server).
 
+Beside Netron (issue 30): each model whose weights are in an external file (the generated one, `--external-gib`,
+and those `--models` names: by default the 1B Llama-shaped export in ~/.cache/onnx-surgery/big/llama-1b, when
+built) is opened in Netron too (pip `netron` run from `--netron-path` by its own Python server, in the same
+Chromium, until its first node is drawn, on the page's clock), interleaved with the app's opens (the order
+alternates from one repeat to the next), with a 40-node model opened in the app in each round for the memory
+floor. Printed beside the figures: the app's open time against 1.5x Netron's (medians), and the server's memory
+growth (its peak when drawn, less the 40-node server's) against 2x the graph file (the .onnx without its external
+data); and how much of the weight files was read by the time the graph was drawn (page cache dropped first,
+resident pages counted after: bench/llm_scale.py).
+
 The machine's load average is printed with the figures: on a shared 2-core machine a busy neighbour doubles them.
 Each model is opened `--repeat` times (a new server each time); the table gives the median and the range.
 
     python bench/app_open.py [--sizes 10000 100000] [--external-gib 2] [--embedded-gib 0.5] [--repeat 3] [--late 0]
+        [--models PATH ...] [--netron-path DIR]
+
+(`--sizes --embedded-gib 0`: the beside-Netron rows alone; `--external-gib 0 --models` too: the 1B export alone.)
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -32,8 +46,11 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _browser import ARGS, CHROMIUM, start_server, stop_server  # noqa: E402
+from _browser import ARGS, CHROMIUM, free_port, start_server, stop_server  # noqa: E402
 from _models import transformer_stack  # noqa: E402
+
+BIG = Path("~/.cache/onnx-surgery/big/llama-1b/model.onnx").expanduser()  # bench/corpus/export_big.py's
+NETRON = Path("~/.cache/onnx-surgery/netron").expanduser()  # pip install --target DIR netron
 
 
 def peak_rss_mib(pid: int) -> float:
@@ -212,8 +229,135 @@ def open_and_time(
         stop_server(proc)
 
 
+# Netron replaces window.eval with one that throws, which Playwright's page functions use: the time goes into an
+# attribute, read through locators (they run in Playwright's own world)
+NETRON_DRAWN = """(() => {
+  const poll = () => {
+    if (document.querySelector('#canvas g.node')) {
+      document.documentElement.setAttribute('data-bench-drawn', String(performance.now()));
+      return;
+    }
+    requestAnimationFrame(poll);
+  };
+  requestAnimationFrame(poll);
+})();"""
+
+
+def open_in_netron(
+    browser, model: Path, netron_path: Path, weights: list[Path]
+) -> tuple[float, int, float, int]:
+    """Netron opening `model` (its own server, `netron.start`; the consent cookie set, so the model opens at
+    once): (seconds from the page request until its first node is drawn, on the page's clock; boxes drawn;
+    the server's RSS MiB then; bytes of `weights` read by then)."""
+    import subprocess
+    import urllib.request
+
+    from llm_scale import drop_from_cache, resident_bytes
+
+    port = free_port()
+    code = f"import netron; netron.start({str(model)!r}, ('127.0.0.1', {port}), browse=False); netron.wait()"
+    env = {**os.environ, "PYTHONPATH": str(netron_path)}
+    server = subprocess.Popen(
+        [sys.executable, "-c", code], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        url = f"http://127.0.0.1:{port}/"
+        for _ in range(300):
+            try:
+                urllib.request.urlopen(url, timeout=1)
+                break
+            except OSError:
+                time.sleep(0.1)
+        drop_from_cache(weights)
+        context = browser.new_context(viewport={"width": 1600, "height": 1000})
+        context.add_cookies([{"name": "consent", "value": str(int(time.time() * 1000)), "url": url}])
+        page = context.new_page()
+        page.set_default_timeout(300_000)
+        page.add_init_script(NETRON_DRAWN)
+        page.goto(url)
+        page.locator("html[data-bench-drawn]").wait_for(state="attached")
+        opened = float(page.locator("html").get_attribute("data-bench-drawn")) / 1000
+        boxes = page.locator("#canvas g.node").count()
+        read = resident_bytes(weights)
+        rss = peak_rss_mib(server.pid)
+        context.close()
+        print(f"  Netron drew {boxes} boxes at {opened:.2f} s on the page's clock")
+        return opened, boxes, rss, read
+    finally:
+        server.kill()
+        server.wait()
+
+
+def weight_files(model: Path) -> list[Path]:
+    """The external data files `model` names (read from its initializers' `location`, no weight read)."""
+    import onnx
+
+    proto = onnx.load(model, load_external_data=False)
+    names = {
+        e.value
+        for t in proto.graph.initializer
+        if t.data_location == onnx.TensorProto.EXTERNAL
+        for e in t.external_data
+        if e.key == "location"
+    }
+    return sorted(model.parent / n for n in names)
+
+
+def beside_netron(browser, models: list[Path], floor: Path, repeat: int, late: float, netron_path: Path):
+    """Each of `models` opened `repeat` times in the app and in Netron, interleaved (the order alternating), and
+    the 40-node `floor` in the app once a round: the rows of the beside-Netron table."""
+    from llm_scale import drop_from_cache, resident_bytes
+
+    app = {m: [] for m in models}
+    net = {m: [] for m in models}
+    base = []
+    for r in range(repeat):
+        base.append(open_and_time(browser, floor, None, late=late)[6])
+        for m in models:
+            weights = weight_files(m)
+            seen = {}
+
+            def read_when_drawn(_proc, weights=weights, seen=seen):
+                seen["read"] = resident_bytes(weights)
+
+            def in_app(m=m, weights=weights, seen=seen):
+                drop_from_cache(weights)
+                got = open_and_time(browser, m, None, late=late, on_drawn=read_when_drawn)
+                app[m].append((got[0], got[6], got[3], seen["read"]))
+                print(f"  app {m.name}: {app[m][-1]}", flush=True)
+
+            def in_netron(m=m, weights=weights):
+                net[m].append(open_in_netron(browser, m, netron_path, weights))
+
+            for run in (in_app, in_netron) if r % 2 == 0 else (in_netron, in_app):
+                run()
+    rows = []
+    floor_mib = statistics.median(base)
+    for m in models:
+        graph = m.stat().st_size
+        weights = sum(f.stat().st_size for f in weight_files(m))
+        a_open = statistics.median(x[0] for x in app[m])
+        n_open = statistics.median(x[0] for x in net[m])
+        growth = statistics.median(x[1] for x in app[m]) - floor_mib
+        rows.append(
+            f"| {m.name if m.parent.name.startswith('tmp') else f'{m.parent.name}/{m.name}'} | {graph / 2**20:.1f} MiB | {weights / 2**30:.2f} GiB |"
+            f" {spread([x[0] for x in app[m]])} | {spread([x[0] for x in net[m]])} |"
+            f" {a_open / n_open:.2f}x {'✓' if a_open <= 1.5 * n_open else '✗'} |"
+            f" {app[m][0][2]} / {net[m][0][1]} |"
+            f" {growth:.1f} MiB = {growth * 2**20 / graph:.1f}x the graph {'✓' if growth * 2**20 <= 2 * graph else '✗'} |"
+            f" {max(x[1] for x in app[m]):.0f} / {max(x[2] for x in net[m]):.0f} |"
+            f" {max(x[3] for x in app[m]) / 2**20:.0f} / {max(x[3] for x in net[m]) / 2**20:.0f} MiB |"
+        )
+    head = (
+        f"\n| model (weights external) | graph file | weights | app: open until drawn s | Netron s |"
+        f" app / Netron (goal: within 1.5x) | boxes app / Netron | app server growth when drawn over the 40-node"
+        f" model's {floor_mib:.0f} MiB (goal: within 2x the graph file) | server peak MiB app / Netron |"
+        f" weights read by the drawing app / Netron |\n|---|---|---|---|---|---|---|---|---|---|"
+    )
+    return [head, *rows]
+
+
 def main() -> None:
-    import os
 
     import onnx
     from playwright.sync_api import sync_playwright
@@ -228,7 +372,20 @@ def main() -> None:
     ap.add_argument(
         "--late", type=float, default=0.0, help="request the page this many s after the server answers"
     )
+    ap.add_argument(
+        "--models",
+        type=Path,
+        nargs="*",
+        default=[BIG] if BIG.exists() else [],
+        help="models with external weights to open beside Netron (default: the 1B export, when built)",
+    )
+    ap.add_argument(
+        "--netron-path", type=Path, default=NETRON, help="where `pip install --target` put netron"
+    )
     args = ap.parse_args()
+    with_netron = (args.netron_path / "netron").exists()
+    if not with_netron:
+        print(f"{args.netron_path}: no netron there; the app alone", flush=True)
     print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
     if args.late:
         print(f"each page requested {args.late:g} s after its server answers", flush=True)
@@ -251,16 +408,25 @@ def main() -> None:
             note = "checked on request (over 20k nodes)" if len(model.graph.node) > 20_000 else ""
             name = f"transformer stack, {len(model.graph.node):,} nodes"
             rows.append((name, *runs, note))
+        beside = []
         if args.external_gib:
             path, size = external_model(Path(tmp), args.external_gib)
-            runs = repeated(args.repeat, open_and_time, browser, path, None, False, args.late)
-            rows.append(("11 nodes + external weights", *runs, f"{size / 1024**3:.2f} GiB of weights"))
+            if with_netron:
+                beside.append(path)
+            else:
+                runs = repeated(args.repeat, open_and_time, browser, path, None, False, args.late)
+                rows.append(("11 nodes + external weights", *runs, f"{size / 1024**3:.2f} GiB of weights"))
+        beside += [m.resolve() for m in args.models] if with_netron else []
+        netron_rows = (
+            beside_netron(browser, beside, warm, args.repeat, args.late, args.netron_path) if beside else []
+        )
         if args.embedded_gib:
             path, size = embedded_model(Path(tmp), args.embedded_gib)
             runs = repeated(args.repeat, open_and_time, browser, path, None, False, args.late)
             rows.append(("11 nodes, weights in the file", *runs, f"{size / 1024**3:.2f} GiB of weights"))
         browser.close()
     print(f"load average after: {os.getloadavg()[0]:.1f}")
+    print("\n".join(netron_rows))
     print(
         "\n| model | server up s | open until drawn s | until verdicts in s | boxes drawn | search + focus s |"
         " the same, page idle | server peak RSS MiB when drawn | after checks | its workers' | note |"

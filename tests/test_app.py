@@ -555,11 +555,18 @@ def test_a_node_fixed_with_its_reader_says_so_and_leads_to_the_fix(tmp_path, mon
     assert any(b.key == "apply-dynamic-quantization-to-float" for b in at.button)
 
 
-@pytest.mark.parametrize("big", [False, True], ids=["inferred-first", "declared-first"])
-def test_the_start_model_read_ahead_by_the_server_is_what_the_first_page_shows(big, tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    "big, in_worker",
+    [(False, False), (True, False), (False, True)],
+    ids=["inferred-first", "declared-first", "worker"],
+)
+def test_the_start_model_read_ahead_by_the_server_is_what_the_first_page_shows(
+    big, in_worker, tmp_path, monkeypatch
+):
     """`onnx-surgery app MODEL`'s server reads the model, its facts and its first drawing while the browser loads
     the page: the first session shows them without reading or laying out again (a model drawn with its shapes,
-    and one drawn first with its declared types); the next session reads its own copy."""
+    one drawn first with its declared types, and one whose graph file is big enough for its shapes to be
+    inferred in a worker process: never in the server); the next session reads its own copy."""
     import onnx
     from test_view import scoped_chain
 
@@ -574,11 +581,23 @@ def test_the_start_model_read_ahead_by_the_server_is_what_the_first_page_shows(b
     import graph_facts
     import opening
 
+    import surgery.graph
+
     if big:
         monkeypatch.setattr(graph_facts, "SHAPES_LATER_OVER", 100)
+    if in_worker:
+        monkeypatch.setattr(graph_facts, "SHAPES_LATER_OVER", 10_000)
+        monkeypatch.setattr(graph_facts, "INFER_IN_WORKER_OVER", 0)
+
+        def not_here(model):
+            raise AssertionError("shapes inferred in the server")
+
+        monkeypatch.setattr(surgery.graph, "_infer", not_here)
     graph_facts.read_ahead(str(path))
     ahead = graph_facts._AHEAD[path.resolve()].result()
     assert ahead.facts.inferred is not big
+    if in_worker:
+        assert ahead.facts.typed is None and ahead.facts.shape_inference_error is None
 
     laid_out, real_structure = [], surgery.view.draw.structure
 

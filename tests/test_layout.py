@@ -95,3 +95,33 @@ def test_a_densely_joined_graph_is_laid_out_by_the_builtin_engine_without_waitin
     assert dot_work(sizes, chain) == len(sizes)
     if dot_available():
         assert layered(sizes, chain).engine == "dot"
+
+
+def test_a_tensor_read_all_along_the_graph_is_one_trunk_with_its_readers_branching_off():
+    """A source read by every 20th node of a 400-node chain (a transformer's attention mask, read in every
+    layer): its long edges share one line of dummies, so the layout costs the chain, not chain x readers, and
+    each route keeps only the points where it bends."""
+    from surgery.layout import _straightened
+
+    n = 400
+    sizes = {"in": (60, 26), "hub": (70, 32), **{f"n{k}": (80, 32) for k in range(n)}}
+    edges = [("in", "hub"), ("in", "n0")] + [(f"n{k}", f"n{k + 1}") for k in range(n - 1)]
+    readers = [f"n{k}" for k in range(20, n, 20)]
+    edges += [("hub", r) for r in readers]
+    lay = layered(sizes, edges, engine="builtin", anchors={"in"})
+    q = quality(lay, sizes, edges)
+    assert q["overlaps"] == 0 and q["through"] == 0, q
+    hub = [r for (a, _), r in zip(edges, lay.routes) if a == "hub"]
+    for (_, b), route in zip([e for e in edges if e[0] == "hub"], hub):
+        assert route[0][1] == pytest.approx(lay.pos["hub"][1] + 16, abs=3)
+        assert route[-1] == pytest.approx((lay.pos[b][0], lay.pos[b][1] - 16), abs=3)
+    # one trunk: every hub route runs through the same x at each y its neighbour route passes
+    longest = hub[-1]
+    for route in hub[:-1]:
+        for (x1, y1), (x2, y2) in zip(route[1:-2], route[2:-1]):
+            along = [p for p in longest if y1 <= p[1] <= y2]
+            assert all(abs(x1 + (x2 - x1) * (p[1] - y1) / (y2 - y1) - p[0]) < 1.5 for p in along)
+    assert sum(len(r) for r in lay.routes) < 3 * len(edges) + 200
+    # straightening drops only points within half a pixel of the line that replaces them
+    wavy = [(0.0, 0.0), (0.3, 10.0), (-0.2, 20.0), (0.1, 30.0), (5.0, 40.0), (10.0, 50.0), (15.0, 60.0)]
+    assert _straightened(wavy) == [(0.0, 0.0), (0.1, 30.0), (15.0, 60.0)]

@@ -14,7 +14,9 @@ from surgery.resources import APP_MAIN as APP  # app/main.py in a checkout, the 
 # How the server runs, for users and for the browser tests and benchmarks alike (bench/_browser.py): the look
 # (verdict colours carry meaning, so the widgets' accent is blue, not Streamlit's red; no Deploy button), no
 # browser of its own, no usage statistics, and no watching of the app's source files (a dev server's feature:
-# nobody edits the installed app while it runs, and the watcher registers every imported module on each rerun).
+# nobody edits the installed app while it runs, and the watcher registers every imported module on each rerun), and
+# no "magic" (the pages write every element by a call: rewriting each page's syntax tree for it cost ~0.3 s of the
+# first page of every server, bench/app_open.py).
 SERVER_FLAGS = [
     "--server.headless",
     "true",
@@ -26,6 +28,8 @@ SERVER_FLAGS = [
     "#1f5fbf",
     "--client.toolbarMode",
     "minimal",
+    "--runner.magicEnabled",
+    "false",
 ]
 
 

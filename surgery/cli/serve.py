@@ -30,10 +30,17 @@ def preload() -> None:
     import pandas  # noqa: F401  (Streamlit's component serialization imports both on the first graph drawn)
     import pyarrow  # noqa: F401
     import sidebar  # noqa: F401
+    import streamlit.delta_generator as dg
     import verdicts  # noqa: F401
 
     import surgery.backends.tensorrt.predictor  # noqa: F401  (the sidebar lists its versions; it reads yaml tables)
     import surgery.view.draw  # noqa: F401
+
+    # Streamlit's first element in a process asks whether it runs in a REPL, to warn there: `inspect.stack()`,
+    # which resolves the path of every loaded module (0.2-0.35 s of the first page here). This is `streamlit run`,
+    # never a REPL: the question is marked asked.
+    if hasattr(dg, "_use_warning_has_been_displayed"):
+        dg._use_warning_has_been_displayed = True
 
 
 def main() -> None:

@@ -202,8 +202,21 @@ def _draw(
         node, key = graph.node[i], facts.keys[i]
         label = node.op_type if len(node.op_type) < 24 else node.op_type[:22] + "…"
         w, h = box_size("op", label)
+        # the hover text before verdicts, once per layout: not again for every target each paint colours it by
         units.append(
-            ViewNode(key, label, "", 0, 0, COLORS["not checked"], ref=key, w=w, h=h, order=pos_of[i])
+            ViewNode(
+                key,
+                label,
+                "",
+                0,
+                0,
+                COLORS["not checked"],
+                ref=key,
+                w=w,
+                h=h,
+                info=node_info(facts, i),
+                order=pos_of[i],
+            )
         )
         drawn[i] = key
     by_id = {u.id: u for u in units}
