@@ -588,3 +588,21 @@ def test_with_four_targets_the_first_apply_is_on_screen_beside_the_graph(page, t
     graph = box_of(page.locator(".graph-canvas"))
     assert graph["x"] + graph["width"] <= box["x"], (graph, box)  # side by side
     page.screenshot(path=str(tmp_path / "four_targets.png"))
+
+
+def test_the_drawing_stays_on_screen_while_a_check_comes_in(page, tmp_path):
+    """A rerun (a target's check coming in) updates the drawing in place: the canvas is never taken off the page
+    while the script computes the next view (an empty slot blanked it until then: ~2 s on a 1B export)."""
+    # 2000 nodes: the next view takes the rerun a moment to make, in which an empty slot shows nothing
+    upload(page, generated(500, custom_in="/stage7/block2/Relu"), tmp_path / "stays.onnx")
+    # every animation frame from here on: is the drawing's canvas on the page and laid out?
+    page.evaluate(
+        "() => { const el = globalThis.__onnxSurgeryGraph.el; globalThis.__hiddenFrames = 0;"
+        " globalThis.__watching = true; (function tick() {"
+        " if (!el.isConnected || el.getClientRects().length === 0) globalThis.__hiddenFrames++;"
+        " if (globalThis.__watching) requestAnimationFrame(tick); })(); }"
+    )
+    add_target(page, "tensorrt-static@8.6")  # a target no other test of this page adds
+    page.locator(".st-key-inspector-pane").get_by_text("TensorRT 8.6 (predicted)").first.wait_for()
+    settle(page)
+    assert page.evaluate("() => { globalThis.__watching = false; return globalThis.__hiddenFrames; }") == 0

@@ -54,11 +54,15 @@ st.markdown(STYLE, unsafe_allow_html=True)
 left, right = st.columns([2.6, 1], gap="small")
 with left:
     head = st.container()  # the title, the search and the view's controls
-    graph_slot = st.empty()
+    # a container, not st.empty(): an empty slot blanks the drawing from the moment a rerun reaches it until the
+    # new one is sent (a check coming in on a 1B export: the graph gone for ~2 s); a container's drawing stays
+    # on screen until its element is updated in place
+    graph_slot = st.container()
+    boot = graph_slot.empty()
 if not session.has_model():
     # a session's first page: the graph's scripts (vis-network, Streamlit's component code) load in the browser
-    # while the server reads the model and lays it out; the drawing then takes this element's place
-    with graph_slot:
+    # while the server reads the model and lays it out; the drawing then comes after this element, which goes
+    with boot:
         graph(None, key="graph-boot")
 
 sidebar.render()  # reads the model the app was started with, on a session's first page
@@ -264,6 +268,7 @@ with head:
         info[0].caption(md_escape(view.note))
     info[1].markdown(f"<div class='wb-legend'>{legend}</div>", unsafe_allow_html=True)
 with left:
+    boot.empty()
     if side_by_side:  # the two sides at the same places, so they line up
         halves = graph_slot.container().columns(2, gap="small")
         results, shown = [], set()
