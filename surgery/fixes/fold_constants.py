@@ -10,6 +10,7 @@ that runs. All values are computed in one onnxruntime session.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 
 import numpy as np
@@ -29,13 +30,18 @@ from surgery.text import first_line
 
 
 def _foldable(model: ModelProto, facts: GraphFacts) -> tuple[set[str], dict[str, np.ndarray]]:
-    """Foldable tensors, and the values of Shape/Size outputs known from static shapes."""
+    """Foldable tensors, and the values of those known from shapes (surgery.shape_values): a Shape of a static
+    shape, and every shape-arithmetic tensor whose elements are all known although it reads a partly dynamic
+    shape (Div(Gather(Shape(x), 1), 2) with x's dim 1 static). A dynamic dim is never known: what reads it
+    stays computed."""
+    from surgery.shape_values import refine
+
     graph = model.graph
-    # the constants (graph.folds_through), then what static shapes add to them; a body's include the outer
-    # constants it reads
+    # the constants (graph.folds_through), then what shapes add to them; a body's include the outer constants
+    # it reads
     const = set(facts.constant)
     known: dict[str, np.ndarray] = {}
-    partial: dict[str, list[int | None]] = {}  # Shape outputs of tensors with some dynamic dims
+    values = facts.__dict__.get("shape_values")
     for i in facts.order:
         node = graph.node[i]
         if not folds_through(node):
@@ -43,65 +49,23 @@ def _foldable(model: ModelProto, facts: GraphFacts) -> tuple[set[str], dict[str,
         ins = all_inputs(node)
         if node.op_type == "Constant" or (ins and all(x in const for x in ins)):
             const.update(o for o in node.output if o)
-        elif node.op_type in ("Gather", "Slice") and node.input[0] in partial:
-            value = _index_partial(node, partial[node.input[0]], facts)
-            if value is not None:
-                known[node.output[0]] = value
-                const.add(node.output[0])
-        elif (
-            node.op_type == "Shape"
-            and node.input
-            and facts.info(node.input[0]).shape is not None
-            and (facts.info(node.input[0]).is_dynamic)
-        ):
-            # a partly dynamic shape: its static entries can still be picked out by Gather/Slice
-            dims = [d if isinstance(d, int) else None for d in facts.info(node.input[0]).shape]
-            attrs = {a.name: a.i for a in node.attribute}
-            partial[node.output[0]] = dims[attrs.get("start", 0) : attrs.get("end", len(dims))]
-        elif node.op_type in ("Shape", "Size") and node.input:
-            info = facts.info(node.input[0])
-            if info.shape is not None and not info.is_dynamic:
-                dims = np.array(info.shape, dtype=np.int64)
-                if node.op_type == "Size":
-                    known[node.output[0]] = np.array(int(np.prod(dims)), dtype=np.int64)
-                else:
-                    attrs = {a.name: a.i for a in node.attribute}
-                    start, end = attrs.get("start", 0), attrs.get("end", len(dims))
-                    known[node.output[0]] = dims[slice(start, end if end != 0 or "end" in attrs else None)]
+        elif len(node.output) == 1 and node.op_type in _SHAPE_VALUE_OPS:
+            if values is None:
+                values = refine(facts)[0]
+            v = values.get(node.output[0])
+            if v is not None and v.known:
+                known[node.output[0]] = v.array()
                 const.add(node.output[0])
     return const, known
 
 
-def _index_partial(node, dims: list[int | None], facts: GraphFacts) -> np.ndarray | None:
-    """Gather or Slice with constant indices on a partly known shape: the value, if every picked dim is static."""
+def _shape_value_ops() -> frozenset[str]:
+    from surgery.shape_values import _RULES
 
-    def const(k):
-        if len(node.input) <= k or not node.input[k]:
-            return None
-        t = facts.initializers.get(node.input[k])
-        return None if t is None else numpy_helper.to_array(t)
+    return frozenset(_RULES)
 
-    if node.op_type == "Gather":
-        idx = const(1)
-        if idx is None:
-            return None
-        picked = [dims[int(i)] for i in np.asarray(idx).reshape(-1)]
-        if any(d is None for d in picked):
-            return None
-        return np.array(picked, dtype=np.int64).reshape(np.asarray(idx).shape)
-    starts, ends = const(1), const(2)
-    axes, steps = const(3), const(4)
-    if starts is None or ends is None or (len(node.input) > 3 and node.input[3] and axes is None):
-        return None
-    if (axes is not None and list(axes.reshape(-1)) not in ([0], [-1])) or (
-        steps is not None and steps.size and int(steps.reshape(-1)[0]) != 1
-    ):
-        return None
-    s0, e0 = int(starts.reshape(-1)[0]), int(ends.reshape(-1)[0])
-    picked = dims[slice(s0, e0)]
-    if any(d is None for d in picked):
-        return None
-    return np.array(picked, dtype=np.int64)
+
+_SHAPE_VALUE_OPS = _shape_value_ops()
 
 
 def _evaluate(
@@ -636,16 +600,32 @@ def _toposort_in_place(graph: onnx.GraphProto) -> None:
 def _facts(model: ModelProto) -> GraphFacts:
     """Graph facts for folding. Shape inference runs only when a Shape or Size may fold, with data propagation
     (a Reshape target built by Concat from a dynamic batch and constants still gives static dims), on a light
-    copy (surgery.graph.light_copy), so the model is not serialised whole."""
+    copy (surgery.graph.light_copy), so the model is not serialised whole. Then the partial values of shape
+    tensors (surgery.shape_values.refine) tell what onnx's data propagation does not follow (Div, Cast, ...):
+    the dims of Reshape/Expand/ConstantOfShape outputs, and of every node after them; the facts take those
+    shapes (the model is not changed)."""
     if not any(n.op_type in ("Shape", "Size") and not n.domain for n in model.graph.node):
         return GraphFacts.of(model, infer=False)
+    from surgery.shape_values import refine
+
     try:
         inferred = onnx.shape_inference.infer_shapes(
             light_copy(model), check_type=False, strict_mode=False, data_prop=True
         )
     except Exception:
         return GraphFacts.of(model)
-    return GraphFacts.of(inferred, infer=False)
+    facts = GraphFacts.of(inferred, infer=False)
+    values, better = refine(facts)
+    if better:
+        g = onnx.GraphProto()
+        g.input.extend(inferred.graph.input)
+        g.value_info.extend(inferred.graph.value_info)
+        for name, dims in better.items():  # listed last: these win (TensorTable)
+            g.value_info.append(helper.make_tensor_value_info(name, facts.info(name).dtype, list(dims)))
+        g.output.extend(inferred.graph.output)
+        facts = dataclasses.replace(facts, tensors=facts.tensors.retyped(g))
+    facts.__dict__["shape_values"] = values  # read by _foldable
+    return facts
 
 
 def _check_limit(max_bytes) -> int | None:

@@ -1,0 +1,114 @@
+"""Folding shape arithmetic on partly dynamic shapes (surgery.shape_values): the elements known before the model
+runs fold through Div/Cast/Mul/..., the dynamic ones stay computed, and the dims a Reshape gets from them reach
+the next Shape in the same round."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+from surgery.fixes import get_fix
+
+
+def _i64(name, values):
+    return numpy_helper.from_array(np.array(values, dtype=np.int64), name)
+
+
+def _shuffle(nodes, inits, x, k, groups=2):
+    """A channel shuffle as torch exports it: Reshape(x, [batch, groups, C/groups, H, W]), Transpose,
+    Reshape(., [batch, -1, H, W]); C/groups computed as Cast(Div(Gather(Shape(x), 1), groups))."""
+    p = f"s{k}_"
+    inits += [_i64(p + "i0", 0), _i64(p + "i1", 1), _i64(p + "i2", 2), _i64(p + "i3", 3), _i64(p + "ax", [0])]
+    inits += [_i64(p + "g", groups), _i64(p + "m1", [-1])]
+    nodes += [
+        helper.make_node("Shape", [x], [p + "shape"]),
+        helper.make_node("Gather", [p + "shape", p + "i0"], [p + "n"]),
+        helper.make_node("Gather", [p + "shape", p + "i1"], [p + "c"]),
+        helper.make_node("Gather", [p + "shape", p + "i2"], [p + "h"]),
+        helper.make_node("Gather", [p + "shape", p + "i3"], [p + "w"]),
+        helper.make_node("Div", [p + "c", p + "g"], [p + "cg"]),
+        helper.make_node("Cast", [p + "cg"], [p + "cg64"], to=TensorProto.INT64),
+        helper.make_node("Unsqueeze", [p + "n", p + "ax"], [p + "n1"]),
+        helper.make_node("Unsqueeze", [p + "g", p + "ax"], [p + "g1"]),
+        helper.make_node("Unsqueeze", [p + "cg64", p + "ax"], [p + "cg1"]),
+        helper.make_node("Unsqueeze", [p + "h", p + "ax"], [p + "h1"]),
+        helper.make_node("Unsqueeze", [p + "w", p + "ax"], [p + "w1"]),
+        helper.make_node("Concat", [p + "n1", p + "g1", p + "cg1", p + "h1", p + "w1"], [p + "t5"], axis=0),
+        helper.make_node("Reshape", [x, p + "t5"], [p + "r5"]),
+        helper.make_node("Transpose", [p + "r5"], [p + "tr"], perm=[0, 2, 1, 3, 4]),
+        helper.make_node("Concat", [p + "n1", p + "m1", p + "h1", p + "w1"], [p + "t4"], axis=0),
+        helper.make_node("Reshape", [p + "tr", p + "t4"], [p + "out"]),
+    ]
+    return p + "out"
+
+
+def _model(levels=3):
+    nodes, inits = [], []
+    x = "x"
+    for k in range(levels):
+        y = _shuffle(nodes, inits, x, k)
+        nodes.append(helper.make_node("Relu", [y], [f"relu{k}"]))
+        x = f"relu{k}"
+    nodes.append(helper.make_node("Identity", [x], ["y"]))
+    graph = helper.make_graph(
+        nodes,
+        "shuffles",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def _run(model, batch):
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    x = np.random.default_rng(batch).standard_normal((batch, 8, 4, 4)).astype(np.float32)
+    return sess.run(None, {"x": x})[0]
+
+
+def test_chained_shuffles_fold_their_static_dims_and_keep_the_batch():
+    model = _model(levels=3)
+    out = get_fix("fold_constants")(model)
+    ops = [n.op_type for n in out.graph.node]
+    # every Div/Cast of a static channel count folds, in every level (each level's channel count is read from
+    # the shape the previous level's Reshape gives); the batch stays computed: one Shape->Gather per level
+    assert "Div" not in ops and "Cast" not in ops
+    assert ops.count("Shape") == 3 and ops.count("Gather") == 3
+    for batch in (1, 2, 5):  # the batch was not frozen
+        np.testing.assert_array_equal(_run(model, batch), _run(out, batch))
+
+
+def test_a_dynamic_element_stays_computed_through_arithmetic():
+    # Reshape(x, [Div(batch*8, 2), -1]): the batch element is computed (dynamic), the -1 stays -1
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Gather", ["s", "i0"], ["n"]),
+        helper.make_node("Mul", ["n", "eight"], ["n8"]),
+        helper.make_node("Div", ["n8", "two"], ["n4"]),
+        helper.make_node("Unsqueeze", ["n4", "ax"], ["n41"]),
+        helper.make_node("Concat", ["n41", "m1"], ["t"], axis=0),
+        helper.make_node("Reshape", ["x", "t"], ["y"]),
+    ]
+    inits = [_i64("i0", 0), _i64("eight", 8), _i64("two", 2), _i64("ax", [0]), _i64("m1", [-1])]
+    graph = helper.make_graph(
+        nodes,
+        "dyn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    out = get_fix("fold_constants")(model)
+    assert [n.op_type for n in out.graph.node] == [n.op_type for n in model.graph.node]
+    for batch in (1, 3):
+        np.testing.assert_array_equal(_run(model, batch), _run(out, batch))
+
+
+def test_facts_see_the_shapes_partial_values_give():
+    from surgery.fixes.fold_constants import _facts
+
+    facts = _facts(_model(levels=2))
+    # the second level's Reshape output: [batch, 8, 4, 4] although onnx's data propagation stops at the Div
+    assert facts.info("s1_out").shape == ("batch", 8, 4, 4)
+    assert facts.info("s1_r5").shape == ("batch", 2, 4, 4, 4)
