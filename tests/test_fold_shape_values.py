@@ -112,3 +112,80 @@ def test_facts_see_the_shapes_partial_values_give():
     # the second level's Reshape output: [batch, 8, 4, 4] although onnx's data propagation stops at the Div
     assert facts.info("s1_out").shape == ("batch", 8, 4, 4)
     assert facts.info("s1_r5").shape == ("batch", 2, 4, 4, 4)
+
+
+def test_torch_expand_sizes_fold_where_the_dims_are_static():
+    # torch's expand(x.size(0), -1): Where(Equal(sizes, -1), 1, sizes) with sizes = [Shape(Slice(w, 0, seq))[0],
+    # -1]; the Slice keeps w's static dim 0 (1) although its end is the dynamic seq, and a dim is never -1: the
+    # target folds to [1, 1] and the Expand of a constant folds with it
+    w = numpy_helper.from_array(np.arange(16, dtype=np.int64).reshape(1, 16), "w")
+    nodes = [
+        helper.make_node("Shape", ["ids"], ["s"]),
+        helper.make_node("Gather", ["s", "i1"], ["seq"]),
+        helper.make_node("Unsqueeze", ["seq", "ax"], ["seq1"]),
+        helper.make_node("Slice", ["w", "zero1", "seq1", "one1", "one1"], ["pos"]),
+        helper.make_node("Shape", ["pos"], ["ps"]),
+        helper.make_node("Gather", ["ps", "i0"], ["b"]),
+        helper.make_node("Unsqueeze", ["b", "ax"], ["b1"]),
+        helper.make_node("Concat", ["b1", "m1"], ["sizes"], axis=0),
+        helper.make_node("Equal", ["sizes", "m1m1"], ["eq"]),
+        helper.make_node("Where", ["eq", "ones", "sizes"], ["target"]),
+        helper.make_node("Expand", ["w", "target"], ["wx"]),
+        helper.make_node("Add", ["ids", "wx"], ["y"]),
+    ]
+    inits = [w, _i64("i0", 0), _i64("i1", 1), _i64("ax", [0]), _i64("zero1", [0]), _i64("one1", [1])]
+    inits += [_i64("m1", [-1]), _i64("m1m1", [-1, -1]), _i64("ones", [1, 1])]
+    graph = helper.make_graph(
+        nodes,
+        "expand",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", 16])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, None)],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    out = get_fix("fold_constants")(model)
+    assert [n.op_type for n in out.graph.node] == ["Add"]
+    ids = np.arange(48, dtype=np.int64).reshape(3, 16)
+    run = [
+        ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+            None, {"ids": ids}
+        )[0]
+        for m in (model, out)
+    ]
+    np.testing.assert_array_equal(*run)
+
+
+def test_an_unnamed_dim_cancels_in_a_reshape_minus_one():
+    # Reshape(t, [Shape(t)[0], -1]) with t's dim 0 dynamic and unnamed: the -1 is 8*4 (t is [?, 8, 4]), so the
+    # Shape of the result gives its dim 1 statically and the Div on it folds
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Gather", ["s", "i0"], ["n"]),
+        helper.make_node("Unsqueeze", ["n", "ax"], ["n1"]),
+        helper.make_node("Concat", ["n1", "m1"], ["t"], axis=0),
+        helper.make_node("Reshape", ["x", "t"], ["r"]),
+        helper.make_node("Shape", ["r"], ["rs"]),
+        helper.make_node("Gather", ["rs", "i1"], ["c"]),
+        helper.make_node("Div", ["c", "two"], ["h"]),
+        helper.make_node("Unsqueeze", ["h", "ax"], ["h1"]),
+        helper.make_node("Concat", ["n1", "h1", "m1"], ["t2"], axis=0),
+        helper.make_node("Reshape", ["r", "t2"], ["y"]),
+    ]
+    inits = [_i64("i0", 0), _i64("i1", 1), _i64("ax", [0]), _i64("m1", [-1]), _i64("two", 2)]
+    graph = helper.make_graph(
+        nodes,
+        "cancel",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 8, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    out = get_fix("fold_constants")(model)
+    ops = [n.op_type for n in out.graph.node]
+    assert "Div" not in ops and ops.count("Shape") == 1
+    x = np.random.default_rng(0).standard_normal((3, 8, 4)).astype(np.float32)
+    run = [
+        ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+        for m in (model, out)
+    ]
+    np.testing.assert_array_equal(*run)

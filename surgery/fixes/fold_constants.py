@@ -300,8 +300,9 @@ def fold_constants(
     # a round can expose more: an inlined If's branch, or a Shape whose input became static once a computed
     # Reshape target folded. Without Shape, Size or If left, one round is the fixpoint.
     for _ in range(8):
-        changed = _fold_once(out, tensors, size_threshold, inline_if, base_dir, limit)
-        if not changed:
+        news: dict = {}
+        changed = _fold_once(out, tensors, size_threshold, inline_if, base_dir, limit, news=news)
+        if not changed or not news.get("more", True):
             break
         if not any(n.op_type in ("Shape", "Size", "If") and not n.domain for n in out.graph.node):
             break
@@ -645,10 +646,14 @@ def _too_big(facts: GraphFacts, tensor: str, nbytes: int, limit: int) -> FixErro
 
 
 def _fold_once(
-    model: ModelProto, tensors, size_threshold, inline_if, base_dir, limit=None, facts=None
+    model: ModelProto, tensors, size_threshold, inline_if, base_dir, limit=None, facts=None, news=None
 ) -> bool:
     """One round on `model.graph`; `facts`: the facts of a body (scope_facts), whose outer constants are
-    read as values and never folded into the body (they are the outer scope's to fold)."""
+    read as values and never folded into the body (they are the outer scope's to fold). `news`, a dict: its
+    "more" says whether another round may find more: an If was inlined, or a value onnxruntime computed is one
+    shape inference reads (a small initializer) and the shape values of this round did not know it. Otherwise
+    the next round's facts are this round's (the shapes follow from the same values) and it would fold
+    nothing."""
     graph = model.graph
     facts = _facts(model) if facts is None else facts
     const, known = _foldable(model, facts)
@@ -720,6 +725,23 @@ def _fold_once(
         for i, n in enumerate(graph.node)
         if all(o in const for o in n.output if o) or (n.op_type == "Shape" and not n.domain)
     }
+    if news is not None:
+        from surgery.graph import INFER_KEEP_ELEMENTS, INFER_KEEP_FLOATS
+
+        shape_values = facts.__dict__.get("shape_values") or {}
+
+        def unseen(t: str) -> bool:  # a value inference reads (1-D, small) that no fact of this round held
+            v = np.asarray(values[t])
+            p = facts.producer_of(t)
+            return (
+                v.ndim <= 1
+                and v.size <= (INFER_KEEP_FLOATS if v.dtype.kind in "fc" else INFER_KEEP_ELEMENTS)
+                and t not in known
+                and not (t in shape_values and shape_values[t].known)
+                and not (p is not None and p.op_type == "Constant")
+            )
+
+        news["more"] = bool(branches) or any(unseen(t) for t in targets)
     changed = False
     existing = {t.name for t in graph.initializer}
     for t in targets:
