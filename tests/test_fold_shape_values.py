@@ -189,3 +189,60 @@ def test_an_unnamed_dim_cancels_in_a_reshape_minus_one():
         for m in (model, out)
     ]
     np.testing.assert_array_equal(*run)
+
+
+def test_inlined_if_renames_what_its_nested_bodies_read():
+    # If(True) whose branch computes t and holds an If (on a run-time condition) whose bodies read t: inlining
+    # the outer If renames t, and the nested bodies must read the new name (they read the old one before)
+    inner = helper.make_node(
+        "If",
+        ["c"],
+        ["u"],
+        then_branch=helper.make_graph(
+            [helper.make_node("Identity", ["t"], ["ut"])],
+            "it",
+            [],
+            [helper.make_tensor_value_info("ut", TensorProto.FLOAT, [2])],
+        ),
+        else_branch=helper.make_graph(
+            [helper.make_node("Neg", ["t"], ["ue"])],
+            "ie",
+            [],
+            [helper.make_tensor_value_info("ue", TensorProto.FLOAT, [2])],
+        ),
+    )
+    branch = helper.make_graph(
+        [helper.make_node("Add", ["x", "x"], ["t"]), inner],
+        "then",
+        [],
+        [helper.make_tensor_value_info("u", TensorProto.FLOAT, [2])],
+    )
+    other = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["v"])],
+        "else",
+        [],
+        [helper.make_tensor_value_info("v", TensorProto.FLOAT, [2])],
+    )
+    nodes = [helper.make_node("If", ["yes"], ["y"], then_branch=branch, else_branch=other)]
+    graph = helper.make_graph(
+        nodes,
+        "nested",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2]),
+            helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+        [numpy_helper.from_array(np.array(True), "yes")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    out = get_fix("fold_constants")(model)
+    assert "If" in [n.op_type for n in out.graph.node] and len(out.graph.node) == 2
+    x = np.array([1.0, -2.0], dtype=np.float32)
+    for c in (True, False):
+        run = [
+            ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+                None, {"x": x, "c": np.array(c)}
+            )[0]
+            for m in (model, out)
+        ]
+        np.testing.assert_array_equal(*run)

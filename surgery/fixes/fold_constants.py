@@ -141,6 +141,7 @@ def _inline_if(graph: onnx.GraphProto, index: int, branch_true: bool) -> None:
         m.name = prefix + (n.name or n.op_type)
         m.input[:] = [rename.get(x, x) for x in n.input]
         m.output[:] = [rename.get(x, x) for x in n.output]
+        _rename_in_bodies(m, rename)  # what the node's own bodies read of the branch is renamed too
         new_nodes.append(m)
     for b_out, out in zip(branch.output, node.output):
         if b_out.name not in local:  # the branch returns an outer tensor or an initializer as is
@@ -154,7 +155,7 @@ def _inline_if(graph: onnx.GraphProto, index: int, branch_true: bool) -> None:
     # names read from a subgraph (an outer read, by name): those keep their Identity. Computed once: asking each
     # node again for each branch node walks every body once per branch node
     implicit: set[str] = set()
-    for n in graph.node:
+    for n in [*graph.node, *new_nodes]:
         if n.domain not in ("", "ai.onnx") or n.op_type not in _standard_ops_without_bodies():
             implicit.update(set(all_inputs(n)) - set(n.input))
     kept = []
@@ -184,6 +185,28 @@ def _inline_if(graph: onnx.GraphProto, index: int, branch_true: bool) -> None:
     del graph.node[index]
     for k, m in enumerate(new_nodes):
         graph.node.insert(index + k, m)
+
+
+def _rename_in_bodies(node: onnx.NodeProto, rename: dict[str, str]) -> None:
+    """Rename, inside the node's subgraphs (nested ones too), the names they read from outside (`rename`: old ->
+    new). A name a subgraph defines itself is its own (ONNX forbids shadowing; kept as is all the same)."""
+    if node.op_type in _standard_ops_without_bodies() and node.domain in ("", "ai.onnx"):
+        return
+    for attr in node.attribute:
+        for g in (attr.g,) if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
+            local = {vi.name for vi in g.input} | {t.name for t in g.initializer}
+            local.update(o for n in g.node for o in n.output if o)
+            inner = {k: v for k, v in rename.items() if k not in local}
+            if not inner:
+                continue
+            for n in g.node:
+                for k, x in enumerate(n.input):
+                    if x in inner:
+                        n.input[k] = inner[x]
+                _rename_in_bodies(n, inner)
+            for vi in g.output:
+                if vi.name in inner:
+                    vi.name = inner[vi.name]
 
 
 def _keep_nodes(graph: onnx.GraphProto, keep: list[int]) -> None:
@@ -458,7 +481,7 @@ def _fold_in(model: ModelProto, path: str, tensors, options, *, raise_errors: bo
     is_function = isinstance(holder, onnx.FunctionProto)
     if tensors is None and not holder.node:
         return ""
-    if tensors is None and _only_constants_fold(holder, _never_constant(model)):
+    if tensors is None and _only_constants_fold(holder, _never_constant(model, path)):
         _constants_to_initializers(holder)
         return ""
     typed = _typed(model) if any(n.op_type in ("Shape", "Size") for n in holder.node) else None
@@ -492,15 +515,46 @@ def _fold_in(model: ModelProto, path: str, tensors, options, *, raise_errors: bo
     return ""
 
 
-def _never_constant(model: ModelProto) -> set[str]:
-    """Main-graph names that are never constant: the inputs that are not initializers, and what custom or random
-    ops compute."""
+def _never_constant(model: ModelProto, path: str = "") -> set[str]:
+    """Names that are never constant in the scopes around the body at `path`: the main graph's inputs that are
+    not initializers and what custom or random ops compute, and, in each enclosing body (folded already: outer
+    bodies fold first), its inputs and what any node other than a Constant computes there. A constant there
+    that a body reads is folded into an initializer when its scope folds (the node holding the body reads it),
+    so a name still computed is a run-time value (or one a size threshold kept: not folding it is never
+    wrong)."""
     inits = {t.name for t in model.graph.initializer}
     out = {vi.name for vi in model.graph.input if vi.name not in inits}
     for n in model.graph.node:
         if not folds_through(n):
             out.update(n.output)
-    return out
+    if not path or any(path == f or path.startswith(f + "/") for f in map(_function_name, model.functions)):
+        return out
+    from surgery.graph import bodies as node_bodies
+    from surgery.graph import node_keys
+
+    holder, rest = model.graph, path
+    while True:  # the enclosing bodies, outermost first, as _resolve walks them
+        nodes = list(holder.node)
+        step = None
+        for key, node in sorted(zip(node_keys(nodes), nodes), key=lambda kn: -len(kn[0])):
+            if rest.startswith(key + "/"):
+                tail = rest[len(key) + 1 :]
+                for name, body in sorted(node_bodies(node), key=lambda nb: -len(nb[0])):
+                    if tail == name or tail.startswith(name + "/"):
+                        step = body, tail[len(name) + 1 :]
+                        break
+            if step:
+                break
+        if step is None:
+            return out
+        holder, rest = step
+        if not rest:  # `holder` is the body itself: its own names are its own to fold
+            return out
+        local = {t.name for t in holder.initializer}
+        out.update(vi.name for vi in holder.input if vi.name not in local)
+        for n in holder.node:
+            if n.op_type != "Constant" or n.domain not in ("", "ai.onnx"):
+                out.update(o for o in n.output if o)
 
 
 def _only_constants_fold(holder, dynamic: set[str] = frozenset()) -> bool:
