@@ -109,13 +109,18 @@ def refine(facts) -> tuple[dict[str, Value], dict[str, tuple]]:
         weights_cache[name] = out
         return out
 
+    computed: set[str] = set()  # tensors whose value is known here and was not to shape inference
     infer = _NodeInference(facts, shape_of, get)
     for i in facts.order:
         node = graph.node[i]
         op = node.op_type
         if node.domain not in ("", "ai.onnx") or not node.output:
             continue
-        if better and op in infer.ops and any(x in better for x in node.input):
+        if op in infer.ops and (
+            any(x in better for x in node.input)
+            # a value shape inference did not see (computed here, not a weight) that this op's inference reads
+            or (op not in _FAST and any(x in computed for x in node.input))
+        ):
             for name, dims in infer(node).items():
                 have = shape_of(name)
                 if _better(dims, have):
@@ -134,6 +139,8 @@ def refine(facts) -> tuple[dict[str, Value], dict[str, tuple]]:
             v = None
         if v is not None and len(v.elems) <= MAX_ELEMENTS:
             values[node.output[0]] = v
+            if v.known and op not in ("Shape", "Size"):  # a Shape's value inference has already
+                computed.add(node.output[0])
     return values, better
 
 

@@ -42,6 +42,8 @@ def _foldable(model: ModelProto, facts: GraphFacts) -> tuple[set[str], dict[str,
     const = set(facts.constant)
     known: dict[str, np.ndarray] = {}
     values = facts.__dict__.get("shape_values")
+    if values is None and not any(op in ("Shape", "Size") for op in facts.ops):
+        values = {}  # every partial value starts at a Shape or Size: without one, nothing is known beyond constants
     for i in facts.order:
         node = graph.node[i]
         if not folds_through(node):
@@ -332,16 +334,23 @@ def fold_constants(
     _toposort_in_place(out.graph)
     if bodies:
         skipped, done = [], set()
-        while (
-            True
-        ):  # outer bodies first; a fold may inline an If inside a body: list the bodies again each time
-            path = next((p for p in _body_paths(out) if p not in done), None)
-            if path is None:
-                break
+        # outer bodies first; a fold may inline an If inside a body (or drop one): the bodies under the body
+        # just folded are listed again (only those: a fold changes nothing outside its body)
+        pending = _body_paths(out)
+        k = 0
+        while k < len(pending):
+            path = pending[k]
+            k += 1
+            if path in done:
+                continue
             done.add(path)
             why = _fold_in(out, path, None, options, raise_errors=body_errors == "raise")
             if why:
                 skipped.append(f"{path}: {why}")
+            end = k
+            while end < len(pending) and pending[end].startswith(path + "/"):
+                end += 1
+            pending[k:end] = _paths_under(_resolve(out, path).node, path + "/")
         if done:  # what the bodies read of the outer scope may be gone
             _remove_dead(out.graph, {i for i, n in enumerate(out.graph.node) if n.op_type == "Constant"})
         if skipped:
@@ -367,22 +376,26 @@ def _function_name(f: onnx.FunctionProto) -> str:
 
 def _body_paths(model: ModelProto) -> list[str]:
     """Every body's path, outer bodies before the bodies inside them, then the local functions (and theirs)."""
+
+    out = _paths_under(model.graph.node, "")
+    for f in model.functions:
+        out.append(_function_name(f))
+        out.extend(_paths_under(f.node, _function_name(f) + "/"))
+    return out
+
+
+def _paths_under(nodes, prefix: str) -> list[str]:
+    """The paths of the bodies these nodes hold, and of the bodies inside those (outer first), under `prefix`."""
     from surgery.graph import bodies as node_bodies
     from surgery.graph import node_keys
 
-    out = []
-
-    def walk(graph_nodes, prefix):
-        for key, node in zip(node_keys(graph_nodes), graph_nodes):
-            for name, body in node_bodies(node):
-                path = f"{prefix}{key}/{name}"
-                out.append(path)
-                walk(list(body.node), path + "/")
-
-    walk(list(model.graph.node), "")
-    for f in model.functions:
-        out.append(_function_name(f))
-        walk(list(f.node), _function_name(f) + "/")
+    out: list[str] = []
+    nodes = list(nodes)
+    for key, node in zip(node_keys(nodes), nodes):
+        for name, body in node_bodies(node):
+            path = f"{prefix}{key}/{name}"
+            out.append(path)
+            out.extend(_paths_under(body.node, path + "/"))
     return out
 
 
