@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
@@ -40,7 +41,7 @@ class Value:
     dtype: int  # TensorProto data type
     scalar: bool  # rank 0 (else rank 1)
 
-    @property
+    @cached_property
     def known(self) -> bool:
         return all(_is_num(e) for e in self.elems)
 
@@ -79,15 +80,26 @@ def refine(facts) -> tuple[dict[str, Value], dict[str, tuple]]:
     weights_cache: dict[str, Value | None] = {}
     better: dict[str, tuple] = {}
 
+    shapes: dict[str, tuple | None] = {}  # shape_of's answers, dropped when `better` changes one
+
     def shape_of(name: str):
         """The dims of `name`; an unnamed dynamic dim named after its tensor and axis: it is one value, and so
         cancels in a Reshape's -1 (Reshape(t, [Shape(t)[0], -1])) as a named one does."""
+        if name in shapes:
+            return shapes[name]
         d = better.get(name)
         if d is None:
             d = facts.info(name).shape
         if d is not None and any(x is None or x == "" for x in d):
             d = tuple(f"{name}#{k}" if x is None or x == "" else x for k, x in enumerate(d))
+        shapes[name] = d
         return d
+
+    def improve(name: str, dims) -> None:
+        have = shape_of(name)
+        if _better(dims, have):
+            better[name] = _merged(dims, have)
+            shapes.pop(name, None)
 
     def get(name: str) -> Value | None:
         if not name:
@@ -122,14 +134,11 @@ def refine(facts) -> tuple[dict[str, Value], dict[str, tuple]]:
             or (op not in _FAST and any(x in computed for x in node.input))
         ):
             for name, dims in infer(node).items():
-                have = shape_of(name)
-                if _better(dims, have):
-                    better[name] = _merged(dims, have)
+                improve(name, dims)
         if op in _SHAPED and node.output[0]:
             dims = _shaped_dims(node, get, shape_of)
-            have = shape_of(node.output[0])
-            if dims is not None and _better(dims, have):
-                better[node.output[0]] = _merged(dims, have)
+            if dims is not None:
+                improve(node.output[0], dims)
         rule = _RULES.get(op)
         if rule is None or not node.output[0]:
             continue
@@ -161,7 +170,10 @@ class _NodeInference:
     def __call__(self, node) -> dict[str, tuple]:
         fast = _FAST.get(node.op_type)
         if fast is not None:
-            dims = fast(node, self.shape_of)
+            try:
+                dims = fast(node, self.shape_of, self.get)
+            except Exception:  # noqa: BLE001 - a case the Python shape does not expect: onnx's inference
+                dims = None
             if dims is not None:
                 return {node.output[0]: dims}
         return self._onnx(node)
@@ -232,14 +244,18 @@ class _NodeInference:
 # -- the output shapes of common ops, in Python (onnx's inference of one node costs ~0.2 ms from Python) -----------
 
 
-def _same(node, shape_of):
+def _same(node, shape_of, get=None):
     return shape_of(node.input[0])
 
 
-def _broadcast(node, shape_of):
+def _broadcast(node, shape_of, get=None):
     shapes = [shape_of(x) for x in node.input if x]
     if not shapes or any(s is None for s in shapes):
         return None
+    return _broadcast_dims(shapes)
+
+
+def _broadcast_dims(shapes):
     r = max(len(s) for s in shapes)
     out = []
     for k in range(r):
@@ -259,7 +275,7 @@ def _broadcast(node, shape_of):
     return tuple(out)
 
 
-def _transpose_shape(node, shape_of):
+def _transpose_shape(node, shape_of, get=None):
     shape = shape_of(node.input[0])
     if shape is None:
         return None
@@ -269,7 +285,7 @@ def _transpose_shape(node, shape_of):
     return tuple(shape[p] for p in perm)
 
 
-def _shape_shape(node, shape_of):
+def _shape_shape(node, shape_of, get=None):
     shape = shape_of(node.input[0])
     if shape is None:
         return None
@@ -280,7 +296,7 @@ def _shape_shape(node, shape_of):
     return (max(end - start, 0),)
 
 
-def _gather_shape(node, shape_of):
+def _gather_shape(node, shape_of, get=None):
     data, idx = shape_of(node.input[0]), shape_of(node.input[1])
     if data is None or idx is None:
         return None
@@ -290,6 +306,105 @@ def _gather_shape(node, shape_of):
     if not 0 <= axis < r:
         return None
     return tuple(data[:axis]) + tuple(idx) + tuple(data[axis + 1 :])
+
+
+def _axes(node, get, r: int):
+    """The node's axes (attribute, or constant second input), normalised; None where unknown, [] where absent."""
+    axes = _attr(node, "axes")
+    if axes is None and len(node.input) > 1 and node.input[1]:
+        v = get(node.input[1])
+        if v is None or not v.known:
+            return None
+        axes = [int(a) for a in v.elems]
+    axes = [int(a) + r if int(a) < 0 else int(a) for a in (axes or [])]
+    return axes if all(0 <= a < r for a in axes) else None
+
+
+def _unsqueeze_shape(node, shape_of, get):
+    shape = shape_of(node.input[0])
+    if shape is None:
+        return None
+    axes = _attr(node, "axes")
+    if axes is None and len(node.input) > 1 and node.input[1]:
+        v = get(node.input[1])
+        axes = None if v is None or not v.known else [int(a) for a in v.elems]
+    if not axes:
+        return None
+    r = len(shape) + len(axes)
+    listed = len(axes)
+    axes = {int(a) + r if int(a) < 0 else int(a) for a in axes}
+    if len(axes) != listed or any(not 0 <= a < r for a in axes):
+        return None
+    it = iter(shape)
+    return tuple(1 if k in axes else next(it) for k in range(r))
+
+
+def _squeeze_shape(node, shape_of, get):
+    shape = shape_of(node.input[0])
+    if shape is None:
+        return None
+    axes = _axes(node, get, len(shape))
+    if axes is None or (not axes and any(not isinstance(d, int) for d in shape)):
+        return None
+    if not axes:
+        return tuple(d for d in shape if d != 1)
+    return tuple(d for k, d in enumerate(shape) if k not in axes)
+
+
+def _concat_shape(node, shape_of, get):
+    shapes = [shape_of(x) for x in node.input if x]
+    if not shapes or any(s is None or len(s) != len(shapes[0]) for s in shapes):
+        return None
+    r = len(shapes[0])
+    axis = _attr(node, "axis", 0)
+    axis = axis + r if axis < 0 else axis
+    out = []
+    for k in range(r):
+        ds = [s[k] for s in shapes]
+        if k == axis:
+            out.append(sum(ds) if all(isinstance(d, int) for d in ds) else None)
+        else:
+            ints = [d for d in ds if isinstance(d, int)]
+            out.append(ints[0] if ints else ds[0])  # all equal in a valid model
+    return tuple(out)
+
+
+def _reduce_shape(node, shape_of, get):
+    shape = shape_of(node.input[0])
+    if shape is None:
+        return None
+    axes = _axes(node, get, len(shape))
+    if axes is None:
+        return None
+    if not axes:
+        if _attr(node, "noop_with_empty_axes", 0):
+            return tuple(shape)
+        axes = list(range(len(shape)))
+    if _attr(node, "keepdims", 1):
+        return tuple(1 if k in axes else d for k, d in enumerate(shape))
+    return tuple(d for k, d in enumerate(shape) if k not in axes)
+
+
+def _matmul_shape(node, shape_of, get):
+    a, b = shape_of(node.input[0]), shape_of(node.input[1])
+    if a is None or b is None or len(a) < 2 or len(b) < 2:
+        return None
+    batch = _broadcast_dims([a[:-2], b[:-2]])
+    return None if batch is None else (*batch, a[-2], b[-1])
+
+
+def _gemm_shape(node, shape_of, get):
+    a, b = shape_of(node.input[0]), shape_of(node.input[1])
+    if a is None or b is None or len(a) != 2 or len(b) != 2:
+        return None
+    m = a[1] if _attr(node, "transA", 0) else a[0]
+    n = b[0] if _attr(node, "transB", 0) else b[1]
+    return (m, n)
+
+
+def _reshape_shape(node, shape_of, get):
+    dims = _shaped_dims(node, get, shape_of)
+    return None if dims is None else tuple(dims)
 
 
 _UNARY = [
@@ -350,6 +465,16 @@ _FAST = {
     "Transpose": _transpose_shape,
     "Shape": _shape_shape,
     "Gather": _gather_shape,
+    "Unsqueeze": _unsqueeze_shape,
+    "Squeeze": _squeeze_shape,
+    "Concat": _concat_shape,
+    "MatMul": _matmul_shape,
+    "Gemm": _gemm_shape,
+    "Reshape": _reshape_shape,
+    **dict.fromkeys(
+        ["ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2", "ReduceL1"],
+        _reduce_shape,
+    ),
 }
 
 

@@ -246,3 +246,44 @@ def test_inlined_if_renames_what_its_nested_bodies_read():
             for m in (model, out)
         ]
         np.testing.assert_array_equal(*run)
+
+
+def test_python_shapes_agree_with_onnx_inference():
+    from onnx import defs
+    from onnx.shape_inference import infer_node_outputs
+
+    from surgery.shape_values import _FAST, _from_array
+
+    consts = {"ax": np.array([0, -1], dtype=np.int64), "ax1": np.array([1], dtype=np.int64)}
+    shapes = {"a": (2, 1, 3, 4), "b": (3, 4, 5), "c": (2, 1, 3, 4), "m": (4, 6), "n": (5, 6), "s": (1, 3, 1)}
+    cases = [
+        helper.make_node("Unsqueeze", ["b", "ax"], ["o"]),
+        helper.make_node("Squeeze", ["s", "ax"], ["o"]),
+        helper.make_node("Squeeze", ["a", "ax1"], ["o"]),
+        helper.make_node("Concat", ["a", "c"], ["o"], axis=-1),
+        helper.make_node("ReduceMean", ["a"], ["o"], axes=[1, 3], keepdims=0),
+        helper.make_node("ReduceSum", ["a", "ax1"], ["o"]),
+        helper.make_node("MatMul", ["a", "b"], ["o"]),
+        helper.make_node("Gemm", ["m", "n"], ["o"], transB=1),
+        helper.make_node("Transpose", ["a"], ["o"], perm=[3, 0, 2, 1]),
+        helper.make_node("Add", ["a", "s"], ["o"]),
+        helper.make_node("Gather", ["b", "ax"], ["o"], axis=1),
+    ]
+
+    def get(name):
+        return _from_array(consts[name], TensorProto.INT64) if name in consts else None
+
+    for node in cases:
+        opset = 13 if node.op_type != "ReduceMean" else 11
+        types = {
+            x: helper.make_tensor_type_proto(
+                TensorProto.INT64 if x in consts else TensorProto.FLOAT,
+                list(consts[x].shape) if x in consts else list(shapes[x]),
+            )
+            for x in node.input
+        }
+        data = {x: numpy_helper.from_array(consts[x], x) for x in node.input if x in consts}
+        want = infer_node_outputs(defs.get_schema(node.op_type, opset, ""), node, types, data)["o"]
+        want = tuple(d.dim_value for d in want.tensor_type.shape.dim)
+        shape_of = {**shapes, **{k: v.shape for k, v in consts.items()}}.get
+        assert _FAST[node.op_type](node, shape_of, get) == want, node.op_type
