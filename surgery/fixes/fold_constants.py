@@ -503,8 +503,11 @@ def _fold_in(model: ModelProto, path: str, tensors, options, *, raise_errors: bo
         work = ModelProto()
         work.CopyFrom(facts.model)  # the body as a graph, with the outer tensors' types
         for _ in range(1 if tensors is not None else 8):
-            changed = _fold_once(work, tensors, size_threshold, inline_if, base_dir, limit, facts=facts)
-            if not changed:
+            news: dict = {}
+            changed = _fold_once(
+                work, tensors, size_threshold, inline_if, base_dir, limit, facts=facts, news=news
+            )
+            if not changed or not news.get("more", True):
                 break
             facts = _refresh(facts, work)
         _toposort_in_place(work.graph)
