@@ -12,6 +12,7 @@ dims unknown (fed back to the next inference: tensors after the Reshape get stat
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -151,6 +152,37 @@ def refine(facts) -> tuple[dict[str, Value], dict[str, tuple]]:
             if v.known and op not in ("Shape", "Size"):  # a Shape's value inference has already
                 computed.add(node.output[0])
     return values, better
+
+
+class BetterShapes(Mapping):
+    """A tensor table (GraphFacts.tensors) with the dims `refine` found better: what a fold's facts read."""
+
+    def __init__(self, base: Mapping, better: dict[str, tuple]):
+        self._base, self._better = base, better
+        self._done: dict = {}
+
+    def __getitem__(self, name: str):
+        from surgery.graph import TensorInfo
+
+        dims = self._better.get(name)
+        if dims is None:
+            return self._base[name]
+        info = self._done.get(name)
+        if info is None:
+            base = self._base.get(name)
+            info = TensorInfo(name, base.dtype if base is not None else 0, tuple(dims))
+            self._done[name] = info
+        return info
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._better or name in self._base
+
+    def __iter__(self):
+        yield from self._base
+        yield from (n for n in self._better if n not in self._base)
+
+    def __len__(self) -> int:
+        return len(self._base) + sum(n not in self._base for n in self._better)
 
 
 class _NodeInference:

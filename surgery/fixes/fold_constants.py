@@ -688,13 +688,9 @@ def _facts(model: ModelProto) -> GraphFacts:
     facts = GraphFacts.of(inferred, infer=False)
     values, better = refine(facts)
     if better:
-        g = onnx.GraphProto()
-        g.input.extend(inferred.graph.input)
-        g.value_info.extend(inferred.graph.value_info)
-        for name, dims in better.items():  # listed last: these win (TensorTable)
-            g.value_info.append(helper.make_tensor_value_info(name, facts.info(name).dtype, list(dims)))
-        g.output.extend(inferred.graph.output)
-        facts = dataclasses.replace(facts, tensors=facts.tensors.retyped(g))
+        from surgery.shape_values import BetterShapes
+
+        facts = dataclasses.replace(facts, tensors=BetterShapes(facts.tensors, better))
     facts.__dict__["shape_values"] = values  # read by _foldable
     return facts
 
