@@ -3,7 +3,7 @@ time (wall and CPU, the median of up to 3 runs in process, model already loaded,
 sample first so that no tool's imports are timed), and our time as a ratio of the fastest peer.
 
     python bench/fold_vs_peers.py [--models-dir DIR] [--quick]
-    python bench/fold_vs_peers.py --corpus [--split tune] [--family detection] [--json FILE]
+    python bench/fold_vs_peers.py --corpus [--split tune] [--family detection] [--models ID,ID] [--json FILE]
 
 Models: the teaching samples, a generated 64 MiB constant chain through 200 ops, and every .onnx in
 --models-dir (e.g. what bench/export_models.py writes: torchvision / transformers exports). --corpus runs the
@@ -213,10 +213,10 @@ class Worker:
                 return {"nodes": int(nodes), "wall": float(wall), "cpu": float(cpu), "ops": json.loads(ops)}
 
 
-def corpus_models(split: str | None, family: str | None) -> dict[str, Path]:
-    """The corpus's real models (node tests left out), by id."""
+def corpus_models(split: str | None, family: str | None, ids: list[str] | None = None) -> dict[str, Path]:
+    """The corpus's real models (node tests left out), by id; `ids`: only these, in this order."""
     manifest = json.loads((CORPUS / "manifest.json").read_text())["models"]
-    return {
+    found = {
         m["id"]: CORPUS / m["path"]
         for m in manifest
         if m.get("family") != "node-test"
@@ -224,6 +224,12 @@ def corpus_models(split: str | None, family: str | None) -> dict[str, Path]:
         and (family is None or m.get("family") == family)
         and (CORPUS / m["path"]).exists()
     }
+    if ids is None:
+        return found
+    missing = [i for i in ids if i not in found]
+    if missing:
+        raise SystemExit(f"not in the corpus (or filtered out): {', '.join(missing)}")
+    return {i: found[i] for i in ids}
 
 
 def row(name: str, nodes: int, results: dict[str, dict]) -> tuple[str, dict]:
@@ -281,6 +287,7 @@ def main() -> None:
     ap.add_argument("--corpus", action="store_true", help="the corpus's real models instead of the samples")
     ap.add_argument("--split", help="with --corpus: only this split (tune, holdout)")
     ap.add_argument("--family", help="with --corpus: only this family")
+    ap.add_argument("--models", help="with --corpus: only these model ids, comma-separated")
     ap.add_argument("--json", type=Path, help="write every measurement here too")
     ap.add_argument("--quick", action="store_true", help="one run each, no constant chain")
     ap.add_argument("--serve", help=argparse.SUPPRESS)
@@ -294,7 +301,8 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="fold-bench-"))
     models = {}
     if args.corpus:
-        models = corpus_models(args.split, args.family)
+        ids = [i.strip() for i in args.models.split(",") if i.strip()] if args.models else None
+        models = corpus_models(args.split, args.family, ids)
     else:
         for name in SAMPLES:
             onnx.save(build(name), str(work / f"{name}.onnx"))

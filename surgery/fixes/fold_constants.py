@@ -10,6 +10,7 @@ that runs. All values are computed in one onnxruntime session.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 
 import numpy as np
@@ -29,13 +30,20 @@ from surgery.text import first_line
 
 
 def _foldable(model: ModelProto, facts: GraphFacts) -> tuple[set[str], dict[str, np.ndarray]]:
-    """Foldable tensors, and the values of Shape/Size outputs known from static shapes."""
+    """Foldable tensors, and the values of those known from shapes (surgery.shape_values): a Shape of a static
+    shape, and every shape-arithmetic tensor whose elements are all known although it reads a partly dynamic
+    shape (Div(Gather(Shape(x), 1), 2) with x's dim 1 static). A dynamic dim is never known: what reads it
+    stays computed."""
+    from surgery.shape_values import refine
+
     graph = model.graph
-    # the constants (graph.folds_through), then what static shapes add to them; a body's include the outer
-    # constants it reads
+    # the constants (graph.folds_through), then what shapes add to them; a body's include the outer constants
+    # it reads
     const = set(facts.constant)
     known: dict[str, np.ndarray] = {}
-    partial: dict[str, list[int | None]] = {}  # Shape outputs of tensors with some dynamic dims
+    values = facts.__dict__.get("shape_values")
+    if values is None and not any(op in ("Shape", "Size") for op in facts.ops):
+        values = {}  # every partial value starts at a Shape or Size: without one, nothing is known beyond constants
     for i in facts.order:
         node = graph.node[i]
         if not folds_through(node):
@@ -43,65 +51,23 @@ def _foldable(model: ModelProto, facts: GraphFacts) -> tuple[set[str], dict[str,
         ins = all_inputs(node)
         if node.op_type == "Constant" or (ins and all(x in const for x in ins)):
             const.update(o for o in node.output if o)
-        elif node.op_type in ("Gather", "Slice") and node.input[0] in partial:
-            value = _index_partial(node, partial[node.input[0]], facts)
-            if value is not None:
-                known[node.output[0]] = value
-                const.add(node.output[0])
-        elif (
-            node.op_type == "Shape"
-            and node.input
-            and facts.info(node.input[0]).shape is not None
-            and (facts.info(node.input[0]).is_dynamic)
-        ):
-            # a partly dynamic shape: its static entries can still be picked out by Gather/Slice
-            dims = [d if isinstance(d, int) else None for d in facts.info(node.input[0]).shape]
-            attrs = {a.name: a.i for a in node.attribute}
-            partial[node.output[0]] = dims[attrs.get("start", 0) : attrs.get("end", len(dims))]
-        elif node.op_type in ("Shape", "Size") and node.input:
-            info = facts.info(node.input[0])
-            if info.shape is not None and not info.is_dynamic:
-                dims = np.array(info.shape, dtype=np.int64)
-                if node.op_type == "Size":
-                    known[node.output[0]] = np.array(int(np.prod(dims)), dtype=np.int64)
-                else:
-                    attrs = {a.name: a.i for a in node.attribute}
-                    start, end = attrs.get("start", 0), attrs.get("end", len(dims))
-                    known[node.output[0]] = dims[slice(start, end if end != 0 or "end" in attrs else None)]
+        elif len(node.output) == 1 and node.op_type in _SHAPE_VALUE_OPS:
+            if values is None:
+                values = refine(facts)[0]
+            v = values.get(node.output[0])
+            if v is not None and v.known:
+                known[node.output[0]] = v.array()
                 const.add(node.output[0])
     return const, known
 
 
-def _index_partial(node, dims: list[int | None], facts: GraphFacts) -> np.ndarray | None:
-    """Gather or Slice with constant indices on a partly known shape: the value, if every picked dim is static."""
+def _shape_value_ops() -> frozenset[str]:
+    from surgery.shape_values import _RULES
 
-    def const(k):
-        if len(node.input) <= k or not node.input[k]:
-            return None
-        t = facts.initializers.get(node.input[k])
-        return None if t is None else numpy_helper.to_array(t)
+    return frozenset(_RULES)
 
-    if node.op_type == "Gather":
-        idx = const(1)
-        if idx is None:
-            return None
-        picked = [dims[int(i)] for i in np.asarray(idx).reshape(-1)]
-        if any(d is None for d in picked):
-            return None
-        return np.array(picked, dtype=np.int64).reshape(np.asarray(idx).shape)
-    starts, ends = const(1), const(2)
-    axes, steps = const(3), const(4)
-    if starts is None or ends is None or (len(node.input) > 3 and node.input[3] and axes is None):
-        return None
-    if (axes is not None and list(axes.reshape(-1)) not in ([0], [-1])) or (
-        steps is not None and steps.size and int(steps.reshape(-1)[0]) != 1
-    ):
-        return None
-    s0, e0 = int(starts.reshape(-1)[0]), int(ends.reshape(-1)[0])
-    picked = dims[slice(s0, e0)]
-    if any(d is None for d in picked):
-        return None
-    return np.array(picked, dtype=np.int64)
+
+_SHAPE_VALUE_OPS = _shape_value_ops()
 
 
 def _evaluate(
@@ -177,6 +143,7 @@ def _inline_if(graph: onnx.GraphProto, index: int, branch_true: bool) -> None:
         m.name = prefix + (n.name or n.op_type)
         m.input[:] = [rename.get(x, x) for x in n.input]
         m.output[:] = [rename.get(x, x) for x in n.output]
+        _rename_in_bodies(m, rename)  # what the node's own bodies read of the branch is renamed too
         new_nodes.append(m)
     for b_out, out in zip(branch.output, node.output):
         if b_out.name not in local:  # the branch returns an outer tensor or an initializer as is
@@ -190,7 +157,7 @@ def _inline_if(graph: onnx.GraphProto, index: int, branch_true: bool) -> None:
     # names read from a subgraph (an outer read, by name): those keep their Identity. Computed once: asking each
     # node again for each branch node walks every body once per branch node
     implicit: set[str] = set()
-    for n in graph.node:
+    for n in [*graph.node, *new_nodes]:
         if n.domain not in ("", "ai.onnx") or n.op_type not in _standard_ops_without_bodies():
             implicit.update(set(all_inputs(n)) - set(n.input))
     kept = []
@@ -220,6 +187,28 @@ def _inline_if(graph: onnx.GraphProto, index: int, branch_true: bool) -> None:
     del graph.node[index]
     for k, m in enumerate(new_nodes):
         graph.node.insert(index + k, m)
+
+
+def _rename_in_bodies(node: onnx.NodeProto, rename: dict[str, str]) -> None:
+    """Rename, inside the node's subgraphs (nested ones too), the names they read from outside (`rename`: old ->
+    new). A name a subgraph defines itself is its own (ONNX forbids shadowing; kept as is all the same)."""
+    if node.op_type in _standard_ops_without_bodies() and node.domain in ("", "ai.onnx"):
+        return
+    for attr in node.attribute:
+        for g in (attr.g,) if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
+            local = {vi.name for vi in g.input} | {t.name for t in g.initializer}
+            local.update(o for n in g.node for o in n.output if o)
+            inner = {k: v for k, v in rename.items() if k not in local}
+            if not inner:
+                continue
+            for n in g.node:
+                for k, x in enumerate(n.input):
+                    if x in inner:
+                        n.input[k] = inner[x]
+                _rename_in_bodies(n, inner)
+            for vi in g.output:
+                if vi.name in inner:
+                    vi.name = inner[vi.name]
 
 
 def _keep_nodes(graph: onnx.GraphProto, keep: list[int]) -> None:
@@ -336,24 +325,32 @@ def fold_constants(
     # a round can expose more: an inlined If's branch, or a Shape whose input became static once a computed
     # Reshape target folded. Without Shape, Size or If left, one round is the fixpoint.
     for _ in range(8):
-        changed = _fold_once(out, tensors, size_threshold, inline_if, base_dir, limit)
-        if not changed:
+        news: dict = {}
+        changed = _fold_once(out, tensors, size_threshold, inline_if, base_dir, limit, news=news)
+        if not changed or not news.get("more", True):
             break
         if not any(n.op_type in ("Shape", "Size", "If") and not n.domain for n in out.graph.node):
             break
     _toposort_in_place(out.graph)
     if bodies:
         skipped, done = [], set()
-        while (
-            True
-        ):  # outer bodies first; a fold may inline an If inside a body: list the bodies again each time
-            path = next((p for p in _body_paths(out) if p not in done), None)
-            if path is None:
-                break
+        # outer bodies first; a fold may inline an If inside a body (or drop one): the bodies under the body
+        # just folded are listed again (only those: a fold changes nothing outside its body)
+        pending = _body_paths(out)
+        k = 0
+        while k < len(pending):
+            path = pending[k]
+            k += 1
+            if path in done:
+                continue
             done.add(path)
             why = _fold_in(out, path, None, options, raise_errors=body_errors == "raise")
             if why:
                 skipped.append(f"{path}: {why}")
+            end = k
+            while end < len(pending) and pending[end].startswith(path + "/"):
+                end += 1
+            pending[k:end] = _paths_under(_resolve(out, path).node, path + "/")
         if done:  # what the bodies read of the outer scope may be gone
             _remove_dead(out.graph, {i for i, n in enumerate(out.graph.node) if n.op_type == "Constant"})
         if skipped:
@@ -379,22 +376,26 @@ def _function_name(f: onnx.FunctionProto) -> str:
 
 def _body_paths(model: ModelProto) -> list[str]:
     """Every body's path, outer bodies before the bodies inside them, then the local functions (and theirs)."""
+
+    out = _paths_under(model.graph.node, "")
+    for f in model.functions:
+        out.append(_function_name(f))
+        out.extend(_paths_under(f.node, _function_name(f) + "/"))
+    return out
+
+
+def _paths_under(nodes, prefix: str) -> list[str]:
+    """The paths of the bodies these nodes hold, and of the bodies inside those (outer first), under `prefix`."""
     from surgery.graph import bodies as node_bodies
     from surgery.graph import node_keys
 
-    out = []
-
-    def walk(graph_nodes, prefix):
-        for key, node in zip(node_keys(graph_nodes), graph_nodes):
-            for name, body in node_bodies(node):
-                path = f"{prefix}{key}/{name}"
-                out.append(path)
-                walk(list(body.node), path + "/")
-
-    walk(list(model.graph.node), "")
-    for f in model.functions:
-        out.append(_function_name(f))
-        walk(list(f.node), _function_name(f) + "/")
+    out: list[str] = []
+    nodes = list(nodes)
+    for key, node in zip(node_keys(nodes), nodes):
+        for name, body in node_bodies(node):
+            path = f"{prefix}{key}/{name}"
+            out.append(path)
+            out.extend(_paths_under(body.node, path + "/"))
     return out
 
 
@@ -493,7 +494,7 @@ def _fold_in(model: ModelProto, path: str, tensors, options, *, raise_errors: bo
     is_function = isinstance(holder, onnx.FunctionProto)
     if tensors is None and not holder.node:
         return ""
-    if tensors is None and _only_constants_fold(holder, _never_constant(model)):
+    if tensors is None and _only_constants_fold(holder, _never_constant(model, path)):
         _constants_to_initializers(holder)
         return ""
     typed = _typed(model) if any(n.op_type in ("Shape", "Size") for n in holder.node) else None
@@ -502,8 +503,11 @@ def _fold_in(model: ModelProto, path: str, tensors, options, *, raise_errors: bo
         work = ModelProto()
         work.CopyFrom(facts.model)  # the body as a graph, with the outer tensors' types
         for _ in range(1 if tensors is not None else 8):
-            changed = _fold_once(work, tensors, size_threshold, inline_if, base_dir, limit, facts=facts)
-            if not changed:
+            news: dict = {}
+            changed = _fold_once(
+                work, tensors, size_threshold, inline_if, base_dir, limit, facts=facts, news=news
+            )
+            if not changed or not news.get("more", True):
                 break
             facts = _refresh(facts, work)
         _toposort_in_place(work.graph)
@@ -527,15 +531,46 @@ def _fold_in(model: ModelProto, path: str, tensors, options, *, raise_errors: bo
     return ""
 
 
-def _never_constant(model: ModelProto) -> set[str]:
-    """Main-graph names that are never constant: the inputs that are not initializers, and what custom or random
-    ops compute."""
+def _never_constant(model: ModelProto, path: str = "") -> set[str]:
+    """Names that are never constant in the scopes around the body at `path`: the main graph's inputs that are
+    not initializers and what custom or random ops compute, and, in each enclosing body (folded already: outer
+    bodies fold first), its inputs and what any node other than a Constant computes there. A constant there
+    that a body reads is folded into an initializer when its scope folds (the node holding the body reads it),
+    so a name still computed is a run-time value (or one a size threshold kept: not folding it is never
+    wrong)."""
     inits = {t.name for t in model.graph.initializer}
     out = {vi.name for vi in model.graph.input if vi.name not in inits}
     for n in model.graph.node:
         if not folds_through(n):
             out.update(n.output)
-    return out
+    if not path or any(path == f or path.startswith(f + "/") for f in map(_function_name, model.functions)):
+        return out
+    from surgery.graph import bodies as node_bodies
+    from surgery.graph import node_keys
+
+    holder, rest = model.graph, path
+    while True:  # the enclosing bodies, outermost first, as _resolve walks them
+        nodes = list(holder.node)
+        step = None
+        for key, node in sorted(zip(node_keys(nodes), nodes), key=lambda kn: -len(kn[0])):
+            if rest.startswith(key + "/"):
+                tail = rest[len(key) + 1 :]
+                for name, body in sorted(node_bodies(node), key=lambda nb: -len(nb[0])):
+                    if tail == name or tail.startswith(name + "/"):
+                        step = body, tail[len(name) + 1 :]
+                        break
+            if step:
+                break
+        if step is None:
+            return out
+        holder, rest = step
+        if not rest:  # `holder` is the body itself: its own names are its own to fold
+            return out
+        local = {t.name for t in holder.initializer}
+        out.update(vi.name for vi in holder.input if vi.name not in local)
+        for n in holder.node:
+            if n.op_type != "Constant" or n.domain not in ("", "ai.onnx"):
+                out.update(o for o in n.output if o)
 
 
 def _only_constants_fold(holder, dynamic: set[str] = frozenset()) -> bool:
@@ -636,16 +671,28 @@ def _toposort_in_place(graph: onnx.GraphProto) -> None:
 def _facts(model: ModelProto) -> GraphFacts:
     """Graph facts for folding. Shape inference runs only when a Shape or Size may fold, with data propagation
     (a Reshape target built by Concat from a dynamic batch and constants still gives static dims), on a light
-    copy (surgery.graph.light_copy), so the model is not serialised whole."""
+    copy (surgery.graph.light_copy), so the model is not serialised whole. Then the partial values of shape
+    tensors (surgery.shape_values.refine) tell what onnx's data propagation does not follow (Div, Cast, ...):
+    the dims of Reshape/Expand/ConstantOfShape outputs, and of every node after them; the facts take those
+    shapes (the model is not changed)."""
     if not any(n.op_type in ("Shape", "Size") and not n.domain for n in model.graph.node):
         return GraphFacts.of(model, infer=False)
+    from surgery.shape_values import refine
+
     try:
         inferred = onnx.shape_inference.infer_shapes(
             light_copy(model), check_type=False, strict_mode=False, data_prop=True
         )
     except Exception:
         return GraphFacts.of(model)
-    return GraphFacts.of(inferred, infer=False)
+    facts = GraphFacts.of(inferred, infer=False)
+    values, better = refine(facts)
+    if better:
+        from surgery.shape_values import BetterShapes
+
+        facts = dataclasses.replace(facts, tensors=BetterShapes(facts.tensors, better))
+    facts.__dict__["shape_values"] = values  # read by _foldable
+    return facts
 
 
 def _check_limit(max_bytes) -> int | None:
@@ -665,10 +712,14 @@ def _too_big(facts: GraphFacts, tensor: str, nbytes: int, limit: int) -> FixErro
 
 
 def _fold_once(
-    model: ModelProto, tensors, size_threshold, inline_if, base_dir, limit=None, facts=None
+    model: ModelProto, tensors, size_threshold, inline_if, base_dir, limit=None, facts=None, news=None
 ) -> bool:
     """One round on `model.graph`; `facts`: the facts of a body (scope_facts), whose outer constants are
-    read as values and never folded into the body (they are the outer scope's to fold)."""
+    read as values and never folded into the body (they are the outer scope's to fold). `news`, a dict: its
+    "more" says whether another round may find more: an If was inlined, or a value onnxruntime computed is one
+    shape inference reads (a small initializer) and the shape values of this round did not know it. Otherwise
+    the next round's facts are this round's (the shapes follow from the same values) and it would fold
+    nothing."""
     graph = model.graph
     facts = _facts(model) if facts is None else facts
     const, known = _foldable(model, facts)
@@ -740,6 +791,23 @@ def _fold_once(
         for i, n in enumerate(graph.node)
         if all(o in const for o in n.output if o) or (n.op_type == "Shape" and not n.domain)
     }
+    if news is not None:
+        from surgery.graph import INFER_KEEP_ELEMENTS, INFER_KEEP_FLOATS
+
+        shape_values = facts.__dict__.get("shape_values") or {}
+
+        def unseen(t: str) -> bool:  # a value inference reads (1-D, small) that no fact of this round held
+            v = np.asarray(values[t])
+            p = facts.producer_of(t)
+            return (
+                v.ndim <= 1
+                and v.size <= (INFER_KEEP_FLOATS if v.dtype.kind in "fc" else INFER_KEEP_ELEMENTS)
+                and t not in known
+                and not (t in shape_values and shape_values[t].known)
+                and not (p is not None and p.op_type == "Constant")
+            )
+
+        news["more"] = bool(branches) or any(unseen(t) for t in targets)
     changed = False
     existing = {t.name for t in graph.initializer}
     for t in targets:
