@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 from onnx import ModelProto
 
-from surgery.feeds import MASK_BATCH, describe, draw_for_both
+from surgery.feeds import MASK_BATCH, describe
 from surgery.text import first_line
 from surgery.verdict import Safety
 
@@ -275,7 +275,8 @@ def _reference_run(original, changed, reference, seed, dims, base_dir):
     padded masks (two rows, else one: some exports run at one only), related KV cache lengths. The sizes are
     tried in one session (making one costs more than running it: 8 s of CPU at 50k nodes); a crash or a session
     that cannot be made is tried again size by size, with the cone of what the changed model keeps."""
-    sets = _feed_sets(original, changed, seed, dims)
+    drawer = _Drawer(original, changed, seed, dims)
+    sets = _feed_sets(original, changed, seed, dims, drawer)
     try:
         k, a = _run_first(reference, [s.arrays for s in sets], base_dir)
         return sets[k], a
@@ -286,7 +287,7 @@ def _reference_run(original, changed, reference, seed, dims, base_dir):
     for size in FREE_DIM_SIZES:
         fresh = False
         for rows in (MASK_BATCH, 1):  # a padded mask needs two rows; some exports run at one only
-            drawn = draw_for_both(original, changed, seed, dims or {}, default_dim=size, text_rows=rows)
+            drawn = drawer(size, rows)
             shapes = {k: np.shape(v) for k, v in drawn.arrays.items()}
             if shapes in tried:
                 continue  # the same inputs again (no free dim, or no text rows)
@@ -305,15 +306,50 @@ def _reference_run(original, changed, reference, seed, dims, base_dir):
     raise first_error
 
 
-def _feed_sets(original, changed, seed, dims) -> list:
+class _Drawer:
+    """`draw_for_both(original, changed, seed, dims, size, rows)` at any size, each model's input kinds
+    (surgery.feeds.input_kinds: a pass over the whole graph, seconds at 50k nodes) found once for all sizes."""
+
+    def __init__(self, original: ModelProto, changed: ModelProto, seed: int, dims: dict[str, int] | None):
+        self.original, self.changed, self.seed, self.dims = original, changed, seed, dims or {}
+        self.kinds: dict[int, dict] = {}
+        self.calls = 0  # input_kinds passes made (tests count them)
+
+    def _draw(self, model: ModelProto, size: int, rows: int | None):
+        from surgery.feeds import draw, input_kinds
+
+        if id(model) not in self.kinds:
+            self.kinds[id(model)] = input_kinds(model)
+            self.calls += 1
+        return draw(
+            model,
+            seed=self.seed,
+            dims=self.dims,
+            default_dim=size,
+            text_rows=rows,
+            kinds=self.kinds[id(model)],
+        )
+
+    def __call__(self, size: int, rows: int | None):
+        try:
+            return self._draw(self.original, size, rows)
+        except ValueError as first:  # as draw_for_both: the changed model's where the original has no shape
+            try:
+                return self._draw(self.changed, size, rows)
+            except ValueError:
+                raise first from None
+
+
+def _feed_sets(original, changed, seed, dims, drawer: _Drawer | None = None) -> list:
     """The drawn inputs (surgery.feeds) at each size of FREE_DIM_SIZES, smallest first, two text rows then one,
     while the sizes change the inputs and stay within FEED_LIMIT; at least the first, and at most FEED_LIMIT
     elements in all."""
+    drawer = drawer or _Drawer(original, changed, seed, dims)
     sets, tried, total = [], [], 0
     for size in FREE_DIM_SIZES:
         for rows in (MASK_BATCH, 1):
             try:
-                drawn = draw_for_both(original, changed, seed, dims or {}, default_dim=size, text_rows=rows)
+                drawn = drawer(size, rows)
             except ValueError:
                 if not sets:
                     raise
