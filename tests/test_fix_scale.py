@@ -107,3 +107,49 @@ def test_the_name_index_follows_the_graph_as_nodes_are_replaced():
     assert index.fresh("/b0/ln/Identity") == "/b0/ln/Identity_1"
     assert index.fresh("/b0/ln/Identity", reserve=False) == "/b0/ln/Identity_2"
     assert index.fresh("/b0/ln/Identity", reserve=False) == "/b0/ln/Identity_2"
+
+
+def test_a_fix_serializes_each_model_version_once_for_its_fingerprint(monkeypatch):
+    """The run's states and the checks' cache keys are fingerprints: one serialization per model version (the
+    model as given, the model after the step), however often the loop and the checks ask."""
+    import surgery.model as model_mod
+
+    made = []
+    plain = model_mod.fingerprint
+
+    def counted(m):
+        made.append(plain(m))
+        return made[-1]
+
+    monkeypatch.setattr(model_mod, "fingerprint", counted)
+    ws = Workspace.open(layer_norm_stack(3).SerializeToString())
+    rules = [r for r in load_rules([BUILTIN_DIR]) if r.id == "layernorm-decompose"]
+    outcome = fix(ws, FixRequest(["tensorrt-static@8.2"], rules))
+    assert len(ws.recipe) == 1 and outcome.after[0].outcome.value == "accepts"
+    assert len(made) == len(set(made)) == 2  # before and after the one step, each once
+
+
+def test_feed_sets_find_each_models_input_kinds_once(monkeypatch):
+    """Verification draws inputs at every free-dim size; what each input means (a pass over the whole graph) is
+    found once per model, not once per size."""
+    import surgery.feeds as feeds
+    from surgery.verify import _feed_sets
+
+    calls = []
+    plain = feeds.input_kinds
+    monkeypatch.setattr(feeds, "input_kinds", lambda m: calls.append(m) or plain(m))
+    model = layer_norm_stack(2)
+    changed = get_fix("decompose")(model, node="/b0/ln")
+    sets = _feed_sets(model, changed, 0, {})
+    assert [s.arrays["x"].shape[0] for s in sets] == [1, 16, 512, 16000]  # every size drawn
+    assert len(calls) == 1 and calls[0] is model
+
+
+def test_squeeze_axes_probe_converts_only_the_tensors_asked():
+    from surgery.fixes.explicit_axes import _probe_shapes
+    from surgery.samples import build
+
+    model = build("squeeze_dynamic")
+    every = _probe_shapes(model)
+    name = sorted(every)[0]
+    assert len(every) > 1 and _probe_shapes(model, {name, "no such tensor"}) == {name: every[name]}
