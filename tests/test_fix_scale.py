@@ -153,3 +153,24 @@ def test_squeeze_axes_probe_converts_only_the_tensors_asked():
     every = _probe_shapes(model)
     name = sorted(every)[0]
     assert len(every) > 1 and _probe_shapes(model, {name, "no such tensor"}) == {name: every[name]}
+
+
+def test_facts_of_a_model_without_bodies_keep_the_inferred_types_not_the_inferred_nodes():
+    """The inferred model's nodes are a copy of the graph (three times its value infos in memory): a model
+    without bodies keeps only the types, the same ones; a model with bodies keeps the inferred graph to look
+    into them."""
+    model = layer_norm_stack(3)
+    facts = graph.GraphFacts._build(model, True)
+    inferred, _ = graph._infer(model)
+    whole = graph.GraphFacts._declared(model).with_shapes(inferred.graph)
+    assert facts.typed is None and whole.typed is not None
+    assert dict(facts.tensors.items()) == dict(whole.tensors.items())
+    cond = helper.make_tensor_value_info("c", TensorProto.BOOL, [])
+    branch = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["t"])], "b", [], [helper.make_tensor_value_info("t", 1, None)]
+    )
+    model.graph.input.append(cond)
+    model.graph.node.append(
+        helper.make_node("If", ["c"], ["z"], then_branch=branch, else_branch=branch, name="if")
+    )
+    assert graph.GraphFacts._build(model, True).typed is not None
