@@ -227,7 +227,7 @@ def _run(model: ModelProto, feeds, base_dir):
     return _in_worker(RUN_IN_WORKER, model, feeds, base_dir)
 
 
-def _in_worker(worker: str, model: ModelProto | bytes, payload, base_dir):
+def _in_worker(worker: str, model: ModelProto | bytes, payload, base_dir, *more):
     """`worker` ("module:function") called in an isolated process on the serialized model, `payload` and the
     folder of its external data; a missing input is a ValueError, a crash or a time-out a RuntimeError naming
     onnxruntime ("onnxruntime crashed: signal 8 (SIGFPE)")."""
@@ -236,7 +236,12 @@ def _in_worker(worker: str, model: ModelProto | bytes, payload, base_dir):
     data = model if isinstance(model, bytes) else model.SerializeToString()
     try:
         return call_isolated(
-            worker, data, payload, str(base_dir) if base_dir is not None else None, timeout=RUN_TIMEOUT_S
+            worker,
+            data,
+            payload,
+            str(base_dir) if base_dir is not None else None,
+            *more,
+            timeout=RUN_TIMEOUT_S,
         )
     except BackendCrash as exc:
         message = str(exc)
@@ -368,13 +373,18 @@ def _feed_sets(original, changed, seed, dims, drawer: _Drawer | None = None) -> 
 RUN_FIRST_IN_WORKER = "surgery.verify:run_first"
 
 
-def run_first(data: bytes, feed_sets: list[dict], base_dir: str | None = None) -> tuple[int, dict]:
-    """The worker's side of `_run_first`: one session of the serialized model, run on each set of inputs in
-    turn until one runs: (its index, every output). Raises the first set's failure when none runs."""
+def run_first(
+    data: bytes, feed_sets: list[dict], base_dir: str | None = None, patch: bytes = b""
+) -> tuple[int, dict]:
+    """The worker's side of `_run_first`: one session of the serialized model (`patch` merged into it: parsed
+    as `data + patch` would be, without that copy of the model), run on each set of inputs in turn until one
+    runs: (its index, every output). Raises the first set's failure when none runs."""
     from surgery.ort import make_session
 
     model = ModelProto()
     model.ParseFromString(data)
+    if patch:
+        model.MergeFromString(patch)
     sess = make_session(model, base_dir)
     names = [o.name for o in sess.get_outputs()]
     wanted = {i.name for i in sess.get_inputs()}
@@ -392,9 +402,13 @@ def run_first(data: bytes, feed_sets: list[dict], base_dir: str | None = None) -
     raise first
 
 
-def _run_first(model: ModelProto | bytes, feed_sets: list[dict], base_dir) -> tuple[int, dict]:
-    """`run_first` in an isolated worker (see `_run`); `model` may be given serialized already."""
-    return tuple(_in_worker(RUN_FIRST_IN_WORKER, model, feed_sets, base_dir))
+def _run_first(
+    model: ModelProto | bytes, feed_sets: list[dict], base_dir, patch: bytes = b""
+) -> tuple[int, dict]:
+    """`run_first` in an isolated worker (see `_run`); `model` may be given serialized already, `patch` merged
+    into it there."""
+    extra = (patch,) if patch else ()
+    return tuple(_in_worker(RUN_FIRST_IN_WORKER, model, feed_sets, base_dir, *extra))
 
 
 def _run_or_cone(reference, original, changed, feeds, base_dir):
@@ -789,15 +803,15 @@ def _verify_region(original, changed, region, base_dir, feeds, seed, safety, rto
     inputs = {i.name for i in original.graph.input}
     declared = {o.name for o in original.graph.output}
     extra = [n for n in dict.fromkeys(region.inputs + region.outputs) if n not in inputs | declared]
-    # the original with the boundary as extra outputs, serialized without copying it: a serialized message
-    # followed by another parses as the two merged (repeated fields appended)
+    # the original with the boundary as extra outputs, serialized without copying it: the patch is merged into
+    # it in the worker (repeated fields appended), not joined to it here (a second copy of the model at once)
     patch = ModelProto(graph=GraphProto(output=[helper.make_empty_tensor_value_info(n) for n in extra]))
-    data = original.SerializeToString() + patch.SerializeToString()
+    data = original.SerializeToString()
     try:
         dims = _input_dims(original, changed, dims)
         made = None if feeds is not None else _feed_sets(original, changed, seed, dims)
         sets = [feeds] if made is None else [d.arrays for d in made]
-        k, a = _run_first(data, sets, base_dir)
+        k, a = _run_first(data, sets, base_dir, patch.SerializeToString())
         del data
         used, drawn = sets[k], {} if made is None else made[k].drawn
         values = {n: used[n] if n in inputs else a[n] for n in region.inputs}

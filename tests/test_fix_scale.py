@@ -174,3 +174,20 @@ def test_facts_of_a_model_without_bodies_keep_the_inferred_types_not_the_inferre
         helper.make_node("If", ["c"], ["z"], then_branch=branch, else_branch=branch, name="if")
     )
     assert graph.GraphFacts._build(model, True).typed is not None
+
+
+def test_run_first_merges_the_patch_as_if_joined():
+    """Region verification sends the original and the patch of extra outputs apart (no joined copy of the
+    model): merged in the worker, they run as the joined bytes do."""
+    from onnx import GraphProto
+
+    from surgery.verify import run_first
+
+    model = layer_norm_stack(2)
+    patch = onnx.ModelProto(graph=GraphProto(output=[helper.make_empty_tensor_value_info("ln0")]))
+    sets = [{"x": np.ones((2, 4, 8), np.float32)}]
+    data, extra = model.SerializeToString(), patch.SerializeToString()
+    k, merged = run_first(data, sets, None, extra)
+    _, joined = run_first(data + extra, sets)
+    assert k == 0 and set(merged) == set(joined) == {"r1", "ln0"}
+    assert all(np.array_equal(merged[n], joined[n]) for n in joined)
