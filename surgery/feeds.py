@@ -76,15 +76,17 @@ def draw(
     default_dim: int = 2,
     *,
     text_rows: int | None = None,
+    kinds: dict[str, Kind] | None = None,
 ) -> Feeds:
     """Deterministic inputs for every real graph input (see the module doc). Symbolic dims come from `dims`, else
     with `text_rows` from related lengths (text_dims with that many rows, kv_cache_dims), else `default_dim` (2,
-    not 1: a batch of 1 hides broadcasting and squeeze mistakes). Raises ValueError for an input without a shape
-    or of a type it cannot draw."""
+    not 1: a batch of 1 hides broadcasting and squeeze mistakes). `kinds`: `input_kinds(model)`, where the caller
+    draws the same model at several sizes (a pass over the whole graph: seconds at 50k nodes). Raises ValueError
+    for an input without a shape or of a type it cannot draw."""
     rng = np.random.default_rng(seed)
     meant = np.random.default_rng([seed, 1])
     inits = {t.name for t in model.graph.initializer}
-    kinds = input_kinds(model)
+    kinds = input_kinds(model) if kinds is None else kinds
     if text_rows is not None:
         dims = {**text_dims(model, text_rows, kinds), **kv_cache_dims(model), **(dims or {})}
     dims = dims or {}

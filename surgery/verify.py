@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 from onnx import ModelProto
 
-from surgery.feeds import MASK_BATCH, describe, draw_for_both
+from surgery.feeds import MASK_BATCH, describe
 from surgery.text import first_line
 from surgery.verdict import Safety
 
@@ -227,7 +227,7 @@ def _run(model: ModelProto, feeds, base_dir):
     return _in_worker(RUN_IN_WORKER, model, feeds, base_dir)
 
 
-def _in_worker(worker: str, model: ModelProto | bytes, payload, base_dir):
+def _in_worker(worker: str, model: ModelProto | bytes, payload, base_dir, *more):
     """`worker` ("module:function") called in an isolated process on the serialized model, `payload` and the
     folder of its external data; a missing input is a ValueError, a crash or a time-out a RuntimeError naming
     onnxruntime ("onnxruntime crashed: signal 8 (SIGFPE)")."""
@@ -236,7 +236,12 @@ def _in_worker(worker: str, model: ModelProto | bytes, payload, base_dir):
     data = model if isinstance(model, bytes) else model.SerializeToString()
     try:
         return call_isolated(
-            worker, data, payload, str(base_dir) if base_dir is not None else None, timeout=RUN_TIMEOUT_S
+            worker,
+            data,
+            payload,
+            str(base_dir) if base_dir is not None else None,
+            *more,
+            timeout=RUN_TIMEOUT_S,
         )
     except BackendCrash as exc:
         message = str(exc)
@@ -275,7 +280,8 @@ def _reference_run(original, changed, reference, seed, dims, base_dir):
     padded masks (two rows, else one: some exports run at one only), related KV cache lengths. The sizes are
     tried in one session (making one costs more than running it: 8 s of CPU at 50k nodes); a crash or a session
     that cannot be made is tried again size by size, with the cone of what the changed model keeps."""
-    sets = _feed_sets(original, changed, seed, dims)
+    drawer = _Drawer(original, changed, seed, dims)
+    sets = _feed_sets(original, changed, seed, dims, drawer)
     try:
         k, a = _run_first(reference, [s.arrays for s in sets], base_dir)
         return sets[k], a
@@ -286,7 +292,7 @@ def _reference_run(original, changed, reference, seed, dims, base_dir):
     for size in FREE_DIM_SIZES:
         fresh = False
         for rows in (MASK_BATCH, 1):  # a padded mask needs two rows; some exports run at one only
-            drawn = draw_for_both(original, changed, seed, dims or {}, default_dim=size, text_rows=rows)
+            drawn = drawer(size, rows)
             shapes = {k: np.shape(v) for k, v in drawn.arrays.items()}
             if shapes in tried:
                 continue  # the same inputs again (no free dim, or no text rows)
@@ -305,15 +311,50 @@ def _reference_run(original, changed, reference, seed, dims, base_dir):
     raise first_error
 
 
-def _feed_sets(original, changed, seed, dims) -> list:
+class _Drawer:
+    """`draw_for_both(original, changed, seed, dims, size, rows)` at any size, each model's input kinds
+    (surgery.feeds.input_kinds: a pass over the whole graph, seconds at 50k nodes) found once for all sizes."""
+
+    def __init__(self, original: ModelProto, changed: ModelProto, seed: int, dims: dict[str, int] | None):
+        self.original, self.changed, self.seed, self.dims = original, changed, seed, dims or {}
+        self.kinds: dict[int, dict] = {}
+        self.calls = 0  # input_kinds passes made (tests count them)
+
+    def _draw(self, model: ModelProto, size: int, rows: int | None):
+        from surgery.feeds import draw, input_kinds
+
+        if id(model) not in self.kinds:
+            self.kinds[id(model)] = input_kinds(model)
+            self.calls += 1
+        return draw(
+            model,
+            seed=self.seed,
+            dims=self.dims,
+            default_dim=size,
+            text_rows=rows,
+            kinds=self.kinds[id(model)],
+        )
+
+    def __call__(self, size: int, rows: int | None):
+        try:
+            return self._draw(self.original, size, rows)
+        except ValueError as first:  # as draw_for_both: the changed model's where the original has no shape
+            try:
+                return self._draw(self.changed, size, rows)
+            except ValueError:
+                raise first from None
+
+
+def _feed_sets(original, changed, seed, dims, drawer: _Drawer | None = None) -> list:
     """The drawn inputs (surgery.feeds) at each size of FREE_DIM_SIZES, smallest first, two text rows then one,
     while the sizes change the inputs and stay within FEED_LIMIT; at least the first, and at most FEED_LIMIT
     elements in all."""
+    drawer = drawer or _Drawer(original, changed, seed, dims)
     sets, tried, total = [], [], 0
     for size in FREE_DIM_SIZES:
         for rows in (MASK_BATCH, 1):
             try:
-                drawn = draw_for_both(original, changed, seed, dims or {}, default_dim=size, text_rows=rows)
+                drawn = drawer(size, rows)
             except ValueError:
                 if not sets:
                     raise
@@ -332,13 +373,18 @@ def _feed_sets(original, changed, seed, dims) -> list:
 RUN_FIRST_IN_WORKER = "surgery.verify:run_first"
 
 
-def run_first(data: bytes, feed_sets: list[dict], base_dir: str | None = None) -> tuple[int, dict]:
-    """The worker's side of `_run_first`: one session of the serialized model, run on each set of inputs in
-    turn until one runs: (its index, every output). Raises the first set's failure when none runs."""
+def run_first(
+    data: bytes, feed_sets: list[dict], base_dir: str | None = None, patch: bytes = b""
+) -> tuple[int, dict]:
+    """The worker's side of `_run_first`: one session of the serialized model (`patch` merged into it: parsed
+    as `data + patch` would be, without that copy of the model), run on each set of inputs in turn until one
+    runs: (its index, every output). Raises the first set's failure when none runs."""
     from surgery.ort import make_session
 
     model = ModelProto()
     model.ParseFromString(data)
+    if patch:
+        model.MergeFromString(patch)
     sess = make_session(model, base_dir)
     names = [o.name for o in sess.get_outputs()]
     wanted = {i.name for i in sess.get_inputs()}
@@ -356,9 +402,13 @@ def run_first(data: bytes, feed_sets: list[dict], base_dir: str | None = None) -
     raise first
 
 
-def _run_first(model: ModelProto | bytes, feed_sets: list[dict], base_dir) -> tuple[int, dict]:
-    """`run_first` in an isolated worker (see `_run`); `model` may be given serialized already."""
-    return tuple(_in_worker(RUN_FIRST_IN_WORKER, model, feed_sets, base_dir))
+def _run_first(
+    model: ModelProto | bytes, feed_sets: list[dict], base_dir, patch: bytes = b""
+) -> tuple[int, dict]:
+    """`run_first` in an isolated worker (see `_run`); `model` may be given serialized already, `patch` merged
+    into it there."""
+    extra = (patch,) if patch else ()
+    return tuple(_in_worker(RUN_FIRST_IN_WORKER, model, feed_sets, base_dir, *extra))
 
 
 def _run_or_cone(reference, original, changed, feeds, base_dir):
@@ -753,15 +803,15 @@ def _verify_region(original, changed, region, base_dir, feeds, seed, safety, rto
     inputs = {i.name for i in original.graph.input}
     declared = {o.name for o in original.graph.output}
     extra = [n for n in dict.fromkeys(region.inputs + region.outputs) if n not in inputs | declared]
-    # the original with the boundary as extra outputs, serialized without copying it: a serialized message
-    # followed by another parses as the two merged (repeated fields appended)
+    # the original with the boundary as extra outputs, serialized without copying it: the patch is merged into
+    # it in the worker (repeated fields appended), not joined to it here (a second copy of the model at once)
     patch = ModelProto(graph=GraphProto(output=[helper.make_empty_tensor_value_info(n) for n in extra]))
-    data = original.SerializeToString() + patch.SerializeToString()
+    data = original.SerializeToString()
     try:
         dims = _input_dims(original, changed, dims)
         made = None if feeds is not None else _feed_sets(original, changed, seed, dims)
         sets = [feeds] if made is None else [d.arrays for d in made]
-        k, a = _run_first(data, sets, base_dir)
+        k, a = _run_first(data, sets, base_dir, patch.SerializeToString())
         del data
         used, drawn = sets[k], {} if made is None else made[k].drawn
         values = {n: used[n] if n in inputs else a[n] for n in region.inputs}

@@ -107,3 +107,87 @@ def test_the_name_index_follows_the_graph_as_nodes_are_replaced():
     assert index.fresh("/b0/ln/Identity") == "/b0/ln/Identity_1"
     assert index.fresh("/b0/ln/Identity", reserve=False) == "/b0/ln/Identity_2"
     assert index.fresh("/b0/ln/Identity", reserve=False) == "/b0/ln/Identity_2"
+
+
+def test_a_fix_serializes_each_model_version_once_for_its_fingerprint(monkeypatch):
+    """The run's states and the checks' cache keys are fingerprints: one serialization per model version (the
+    model as given, the model after the step), however often the loop and the checks ask."""
+    import surgery.model as model_mod
+
+    made = []
+    plain = model_mod.fingerprint
+
+    def counted(m):
+        made.append(plain(m))
+        return made[-1]
+
+    monkeypatch.setattr(model_mod, "fingerprint", counted)
+    ws = Workspace.open(layer_norm_stack(3).SerializeToString())
+    rules = [r for r in load_rules([BUILTIN_DIR]) if r.id == "layernorm-decompose"]
+    outcome = fix(ws, FixRequest(["tensorrt-static@8.2"], rules))
+    assert len(ws.recipe) == 1 and outcome.after[0].outcome.value == "accepts"
+    assert len(made) == len(set(made)) == 2  # before and after the one step, each once
+
+
+def test_feed_sets_find_each_models_input_kinds_once(monkeypatch):
+    """Verification draws inputs at every free-dim size; what each input means (a pass over the whole graph) is
+    found once per model, not once per size."""
+    import surgery.feeds as feeds
+    from surgery.verify import _feed_sets
+
+    calls = []
+    plain = feeds.input_kinds
+    monkeypatch.setattr(feeds, "input_kinds", lambda m: calls.append(m) or plain(m))
+    model = layer_norm_stack(2)
+    changed = get_fix("decompose")(model, node="/b0/ln")
+    sets = _feed_sets(model, changed, 0, {})
+    assert [s.arrays["x"].shape[0] for s in sets] == [1, 16, 512, 16000]  # every size drawn
+    assert len(calls) == 1 and calls[0] is model
+
+
+def test_squeeze_axes_probe_converts_only_the_tensors_asked():
+    from surgery.fixes.explicit_axes import _probe_shapes
+    from surgery.samples import build
+
+    model = build("squeeze_dynamic")
+    every = _probe_shapes(model)
+    name = sorted(every)[0]
+    assert len(every) > 1 and _probe_shapes(model, {name, "no such tensor"}) == {name: every[name]}
+
+
+def test_facts_of_a_model_without_bodies_keep_the_inferred_types_not_the_inferred_nodes():
+    """The inferred model's nodes are a copy of the graph (three times its value infos in memory): a model
+    without bodies keeps only the types, the same ones; a model with bodies keeps the inferred graph to look
+    into them."""
+    model = layer_norm_stack(3)
+    facts = graph.GraphFacts._build(model, True)
+    inferred, _ = graph._infer(model)
+    whole = graph.GraphFacts._declared(model).with_shapes(inferred.graph)
+    assert facts.typed is None and whole.typed is not None
+    assert dict(facts.tensors.items()) == dict(whole.tensors.items())
+    cond = helper.make_tensor_value_info("c", TensorProto.BOOL, [])
+    branch = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["t"])], "b", [], [helper.make_tensor_value_info("t", 1, None)]
+    )
+    model.graph.input.append(cond)
+    model.graph.node.append(
+        helper.make_node("If", ["c"], ["z"], then_branch=branch, else_branch=branch, name="if")
+    )
+    assert graph.GraphFacts._build(model, True).typed is not None
+
+
+def test_run_first_merges_the_patch_as_if_joined():
+    """Region verification sends the original and the patch of extra outputs apart (no joined copy of the
+    model): merged in the worker, they run as the joined bytes do."""
+    from onnx import GraphProto
+
+    from surgery.verify import run_first
+
+    model = layer_norm_stack(2)
+    patch = onnx.ModelProto(graph=GraphProto(output=[helper.make_empty_tensor_value_info("ln0")]))
+    sets = [{"x": np.ones((2, 4, 8), np.float32)}]
+    data, extra = model.SerializeToString(), patch.SerializeToString()
+    k, merged = run_first(data, sets, None, extra)
+    _, joined = run_first(data + extra, sets)
+    assert k == 0 and set(merged) == set(joined) == {"r1", "ln0"}
+    assert all(np.array_equal(merged[n], joined[n]) for n in joined)

@@ -10,6 +10,7 @@ a dynamic shape!").
 from __future__ import annotations
 
 import dataclasses
+from collections import ChainMap
 
 import numpy as np
 import onnx
@@ -38,12 +39,20 @@ def _has_axes(n) -> bool:
 def explicit_squeeze_axes(model: ModelProto, node: str | list[str] | None = None) -> ModelProto:
     out = copy_model(model)
     base = GraphFacts.of(model)  # shared: not changed here
-    facts = dataclasses.replace(base, tensors={**base.tensors, **_probe_shapes(model)})
+
+    def probed(nodes) -> GraphFacts:
+        """The facts with the probed shapes of the tensors these nodes squeeze (only those are read: converting
+        every tensor's type, twice, is seconds at 50k nodes)."""
+        wanted = {n.input[0] for n in nodes if n.input}
+        return dataclasses.replace(base, tensors=ChainMap(_probe_shapes(model, wanted), base.tensors))
+
     if isinstance(node, list):  # a batch: one inference and one scan of names serve every node
         index, used = node_index(out), used_names(out)
         for key in node:
             if key not in index:
                 find_node(out, key)  # the usual error, naming the node
+        facts = probed(out.graph.node[index[key]] for key in node)
+        for key in node:
             _explicit(out, index[key], facts, key, used)
         return out
     if node is None:
@@ -52,6 +61,7 @@ def explicit_squeeze_axes(model: ModelProto, node: str | list[str] | None = None
             for i, n in enumerate(out.graph.node)
             if n.op_type == "Squeeze" and not n.domain and not _has_axes(n)
         ]
+        facts = probed(out.graph.node[i] for i in todo)
         done = 0
         for i in todo:
             try:
@@ -62,18 +72,20 @@ def explicit_squeeze_axes(model: ModelProto, node: str | list[str] | None = None
         if not done:
             raise FixError("no Squeeze without axes whose input has a static dimension of size 1")
         return out
-    _explicit(out, find_node(out, node), facts, node)
+    i = find_node(out, node)
+    _explicit(out, i, probed([out.graph.node[i]]), node)
     return out
 
 
 SENTINELS = (7919, 7927)  # large primes a dynamic dim is set to, in two runs of shape inference
 
 
-def _probe_shapes(model: ModelProto) -> dict[str, TensorInfo]:
+def _probe_shapes(model: ModelProto, wanted: set[str] | None = None) -> dict[str, TensorInfo]:
     """Shapes where ONNX shape inference alone loses them (a Squeeze without axes on a dynamic input has an
     output of unknown rank, so every Squeeze after it does too): inferred twice with every dynamic input dim
     set to a different large prime. A dim that comes out 1 in both runs is 1 whatever the dynamic dims are; a
-    dim that differs between the runs stays dynamic. Only the dims of tensors both runs give are kept."""
+    dim that differs between the runs stays dynamic. Only the dims of tensors both runs give are kept, and of
+    those only the `wanted` ones (None: every tensor)."""
     runs = []
     for sentinel in SENTINELS:
         inputs = []
@@ -91,7 +103,13 @@ def _probe_shapes(model: ModelProto) -> dict[str, TensorInfo]:
         except Exception:  # inference is a help here: without it the model's own shapes stand
             return {}
         g = inferred.graph
-        runs.append({vi.name: tensor_info_from_type(vi.name, vi.type) for vi in [*g.value_info, *g.output]})
+        runs.append(
+            {
+                vi.name: tensor_info_from_type(vi.name, vi.type)
+                for vi in [*g.value_info, *g.output]
+                if wanted is None or vi.name in wanted
+            }
+        )
     out = {}
     for name, a in runs[0].items():
         b = runs[1].get(name)

@@ -18,12 +18,14 @@ from surgery.workspace import Step, Workspace
 
 __all__ = [
     "Applied",
+    "Fingerprints",
     "Guard",
     "StepRefused",
     "NeedsValue",
     "Proposal",
     "applies_to",
     "apply",
+    "check_targets",
     "explain",
     "propose",
     "run_rules",
@@ -277,6 +279,49 @@ def _drop_last(workspace: Workspace) -> None:
     workspace.discard_undone()
 
 
+class Fingerprints:
+    """`surgery.model.fingerprint` of the last few models asked, by the model object: a fix run asks for the same
+    model's again and again (the loop's states, the checks' cache keys), and each is a serialization of the whole
+    model (seconds at 100k nodes). Models are values here (fix primitives copy them); an edit in place that
+    changes the model's `edit_stamp` is noticed, as GraphFacts notices it."""
+
+    KEEP = 4
+
+    def __init__(self) -> None:
+        self._seen: dict[int, tuple[ModelProto, tuple, str]] = {}
+        self.computed = 0  # serializations made (tests count them)
+
+    def __call__(self, model: ModelProto) -> str:
+        from surgery.graph import edit_stamp
+        from surgery.model import fingerprint
+
+        stamp = edit_stamp(model)
+        hit = self._seen.get(id(model))
+        if hit is not None and hit[0] is model and hit[1] == stamp:
+            return hit[2]
+        fp = fingerprint(model)
+        self.computed += 1
+        self._seen.pop(id(model), None)
+        self._seen[id(model)] = (model, stamp, fp)
+        while len(self._seen) > self.KEEP:
+            self._seen.pop(next(iter(self._seen)))
+        return fp
+
+
+def check_targets(
+    model: ModelProto, targets: list[str], base_dir=None, depth=None, prints: Fingerprints | None = None
+) -> list:
+    """`surgery.diagnose.check_model` (a report per target, in order, cached; unknown targets raise before any
+    backend runs), the model's fingerprint from `prints` where it knows it."""
+    from surgery.backends import get_backend
+    from surgery.diagnose import check_one
+
+    for target in targets:
+        get_backend(target)
+    fp = (prints or Fingerprints())(model)
+    return [check_one(model, target, base_dir, fp=fp, depth=depth) for target in targets]
+
+
 @dataclass
 class Guard:
     """What the steps of one fix run are held to against the targets it fixes for, beyond their numbers: a step
@@ -294,11 +339,10 @@ class Guard:
     allow_regress: bool = False
     reports: list | None = None
     stale: bool = False  # `reports` are of an earlier model: steps since acted on no refused node
+    prints: Fingerprints = field(default_factory=Fingerprints)  # the run's models' fingerprints
 
     def check(self, model: ModelProto) -> list:
-        from surgery.diagnose import check_model
-
-        return check_model(model, self.targets, self.base_dir, depth=self.depth)
+        return check_targets(model, self.targets, self.base_dir, self.depth, self.prints)
 
     def current(self, model: ModelProto) -> list:
         """The reports a step is judged against: checked again where they are missing, or stale while a target
@@ -602,7 +646,8 @@ def run_rules(
     applied: list[Applied] = []
     refused: list[str] = []
     tried: set[tuple[str, str, str]] = set()
-    seen = {workspace.fingerprint()}
+    prints = guard.prints if guard is not None else Fingerprints()
+    seen = {prints(workspace.current)}
 
     def refuse(line: str, kind: str | None = None) -> None:
         if line not in refused:
@@ -637,7 +682,7 @@ def run_rules(
         return attempt(group[: len(group) // 2], index)
 
     for _ in range(max_rounds):
-        state = workspace.fingerprint()
+        state = prints(workspace.current)
         eligible = only(workspace.current) if only else None
         ctx = Context(workspace.current)
         ready = []
@@ -664,7 +709,7 @@ def run_rules(
         tried.update((state, p.rule.id, p.node) for p in failed)
         if done is None:
             continue
-        now = workspace.fingerprint()
+        now = prints(workspace.current)
         if now in seen:  # no change, or back to an earlier model: a loop
             _drop_last(workspace)
             if guard is not None:

@@ -13,7 +13,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from surgery.fixes import FixError
-from surgery.rulebook.engine import Applied, Guard, applies_to, run_rules, verify_result
+from surgery.rulebook.engine import (
+    Applied,
+    Fingerprints,
+    Guard,
+    applies_to,
+    check_targets,
+    run_rules,
+    verify_result,
+)
 from surgery.rulebook.schema import Rule
 from surgery.verify import VerifyReport
 from surgery.workspace import Step, Workspace
@@ -129,13 +137,13 @@ def fix(
     targets' reports on the model as given, where the caller has them already. Raises FixInputError for a pin
     that cannot be made (nothing applied then) and surgery.backends.UnknownBackend for a target that does not
     exist."""
-    from surgery.diagnose import check_model
     from surgery.verdict import Status
 
     targets = request.targets
     base = workspace.original.base_dir
+    prints = Fingerprints()  # each model version serialized once for its fingerprint, however often checked
     if before is None:
-        before = check_model(workspace.current, targets, base, depth=request.depth)
+        before = check_targets(workspace.current, targets, base, request.depth, prints)
     pinned = []
     for name, value in request.pins.items():  # the user's own steps come first, recorded like any other
         try:
@@ -150,11 +158,11 @@ def fix(
             log_pin(name, value)
 
     def not_accepted(model) -> set[str]:
-        reports = check_model(model, targets, base, depth=request.depth)
+        reports = check_targets(model, targets, base, request.depth, prints)
         return {v.node for r in reports for v in r.verdicts if v.status is not Status.SUPPORTED}
 
     active = [r for r in request.rules if applies_to(r, targets)]
-    guard = Guard(targets, base, request.depth, allow_regress=request.allow_regress)
+    guard = Guard(targets, base, request.depth, allow_regress=request.allow_regress, prints=prints)
     if not pinned:
         guard.reports = before
     undone: list[tuple[str, str]] = []
@@ -170,8 +178,7 @@ def fix(
         allow_cut=request.allow_cut,
         undone=undone,
     )
-    after = check_model(
-        workspace.current, targets, base, depth=request.depth
-    )  # cached where a step checked it
+    # cached where a step checked it (its fingerprint, the cache's key, too)
+    after = check_targets(workspace.current, targets, base, request.depth, prints)
     overall = verify_result(workspace, applied)
     return FixOutcome(before, after, applied, refused, pinned, overall, undone)
