@@ -252,7 +252,7 @@ def open_in_netron(
     import subprocess
     import urllib.request
 
-    from llm_scale import drop_from_cache, resident_bytes
+    from _page_cache import drop_from_cache, resident_bytes
 
     port = free_port()
     code = f"import netron; netron.start({str(model)!r}, ('127.0.0.1', {port}), browse=False); netron.wait()"
@@ -306,7 +306,7 @@ def weight_files(model: Path) -> list[Path]:
 def beside_netron(browser, models: list[Path], floor: Path, repeat: int, late: float, netron_path: Path):
     """Each of `models` opened `repeat` times in the app and in Netron, interleaved (the order alternating), and
     the 40-node `floor` in the app once a round: the rows of the beside-Netron table."""
-    from llm_scale import drop_from_cache, resident_bytes
+    from _page_cache import drop_from_cache, resident_bytes
 
     app = {m: [] for m in models}
     net = {m: [] for m in models}

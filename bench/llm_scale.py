@@ -32,8 +32,6 @@ Netron's open time, with its memory growth within 2x the graph file's size.
 from __future__ import annotations
 
 import argparse
-import ctypes
-import mmap
 import os
 import resource
 import shutil
@@ -54,51 +52,7 @@ DEFAULT_MODEL = (
 DEFAULT_NETRON = Path("~/.cache/onnx-surgery/netron").expanduser()  # pip install --target DIR netron
 MiB = 1024**2
 
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.mmap.restype = ctypes.c_void_p
-_libc.mmap.argtypes = [
-    ctypes.c_void_p,
-    ctypes.c_size_t,
-    ctypes.c_int,
-    ctypes.c_int,
-    ctypes.c_int,
-    ctypes.c_long,
-]
-_libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
-_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-
-
-def drop_from_cache(files: list[Path]) -> None:
-    for f in files:
-        fd = os.open(f, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-
-
-def resident_bytes(files: list[Path]) -> int:
-    """Bytes of `files` in the page cache now (mincore on a mapping that touches no page)."""
-    total, page = 0, mmap.PAGESIZE
-    for f in files:
-        size = f.stat().st_size
-        if not size:
-            continue
-        fd = os.open(f, os.O_RDONLY)
-        try:
-            addr = _libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
-            if addr in (None, ctypes.c_void_p(-1).value):
-                raise OSError(ctypes.get_errno(), "mmap failed")
-            pages = (size + page - 1) // page
-            vec = ctypes.create_string_buffer(pages)
-            if _libc.mincore(addr, size, vec) != 0:
-                raise OSError(ctypes.get_errno(), "mincore failed")
-            total += sum(b & 1 for b in vec.raw) * page
-            _libc.munmap(addr, size)
-        finally:
-            os.close(fd)
-    return total
+from _page_cache import drop_from_cache, resident_bytes  # noqa: E402
 
 
 def _children(pid: int) -> list[int]:
