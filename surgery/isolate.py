@@ -148,8 +148,9 @@ class _Worker:
         self.calls += 1
         data = pickle.dumps((func_path, args, kwargs, progress_file), protocol=pickle.HIGHEST_PROTOCOL)
         deadline = time.monotonic() + timeout
-        try:
-            self.proc.stdin.write(struct.pack("<Q", len(data)) + data)
+        try:  # the header, then the data: joining them would copy a serialized model once more
+            self.proc.stdin.write(struct.pack("<Q", len(data)))
+            self.proc.stdin.write(data)
             self.proc.stdin.flush()
         except BrokenPipeError:
             return self._died(err_offset)

@@ -746,13 +746,15 @@ def _point_at(tensor: TensorProto, location: str, offset: int, length: int) -> N
 
 
 @contextlib.contextmanager
-def private_copy(data: bytes | ModelProto, base_dir: str | Path | None = None):
+def private_copy(data: bytes | ModelProto, base_dir: str | Path | None = None, *, file: str | None = None):
     """A file holding the model, in a private temporary folder removed afterwards (never in the user's folder).
     Each external-data file the model names appears in that folder under the same relative name: a hard link
     (no copy, the same bytes), or a copy where the folders are on different file systems. A symbolic link would
-    not do: OpenVINO refuses a location that resolves outside the model's folder. Yields the path."""
+    not do: OpenVINO refuses a location that resolves outside the model's folder. `file`: the file `data` (a
+    ModelProto) was read from, unedited (Model.file_as_read): linked the same way, not serialized again.
+    Yields the path."""
     proto = data if isinstance(data, ModelProto) else None
-    blob = data.SerializeToString() if proto is not None else data
+    blob = None if file is not None else data.SerializeToString() if proto is not None else data
     with tempfile.TemporaryDirectory(prefix="onnx-surgery-model-") as tmp:
         if base_dir is not None:
             if proto is None:
@@ -761,11 +763,17 @@ def private_copy(data: bytes | ModelProto, base_dir: str | Path | None = None):
             for location in {info.get("location", "") for _, info in _external_entries(proto)} - {""}:
                 target = Path(tmp) / location
                 target.parent.mkdir(parents=True, exist_ok=True)
-                source = Path(base_dir).resolve() / location
-                try:
-                    os.link(source, target)
-                except OSError:  # another file system (or links not allowed): a copy
-                    shutil.copyfile(source, target)
+                _link_or_copy(Path(base_dir).resolve() / location, target)
         path = Path(tmp) / "model.onnx"
-        path.write_bytes(blob)
+        if blob is None:
+            _link_or_copy(Path(file), path)
+        else:
+            path.write_bytes(blob)
         yield str(path)
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    try:
+        os.link(source, target)
+    except OSError:  # another file system (or links not allowed): a copy
+        shutil.copyfile(source, target)

@@ -92,7 +92,7 @@ class OpenVINOBackend(BuiltHere):
 
     default_depth = Stage.BUILD  # read_model converts; compile_model is what a user's program calls next
 
-    reads_file = True  # given the path of the unedited file, read_model reads it there (check's `path`)
+    reads_file = True  # given the path of the unedited file, it is linked, not serialized (check's `path`)
 
     def check(
         self,
@@ -102,15 +102,12 @@ class OpenVINOBackend(BuiltHere):
         *,
         path: str | None = None,
     ) -> Report:
-        """`path`: the file `model` was read from, unedited: OpenVINO reads it in place (it only reads)."""
+        """`path`: the file `model` was read from, unedited: linked into the private folder, not serialized."""
         t0 = time.perf_counter()
-        if path is not None:
-            out = call_isolated("surgery.backends.openvino.check:_convert", path, timeout=TIMEOUT_S)
-        else:
-            # OpenVINO reads a file: a private copy, its external weights linked in (removed here, whatever the
-            # child process does)
-            with private_copy(model, base_dir) as copy:
-                out = call_isolated("surgery.backends.openvino.check:_convert", copy, timeout=TIMEOUT_S)
+        # OpenVINO reads a file: a private copy, its external weights (and the model file when it is the one read)
+        # linked in; removed here, whatever the child process does, and nothing is ever written beside the user's
+        with private_copy(model, base_dir, file=path) as copy:
+            out = call_isolated("surgery.backends.openvino.check:_convert", copy, timeout=TIMEOUT_S)
         report = Report(self.id, self.label, self.version, backend_calls=1)
         keys = node_keys(model.graph.node)
         by_name = {n.name: k for k, n in zip(keys, model.graph.node) if n.name}
