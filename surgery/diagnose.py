@@ -100,40 +100,11 @@ def default_depth(target: str) -> Stage:
 def _build_stage(report: Report, model: ModelProto, backend, base_dir) -> None:
     """Build what parsed, as `onnx-surgery build` does (no timing runs): a failure becomes the verdict of the node
     the builder names, or a model-level error, in the builder's words, at stage build."""
-    from surgery.backends.build import build_model
+    from surgery.backends.build import build_failure_into, build_model
 
     built = build_model(backend.id, model, BuildOptions(measure=False, artifact=False), base_dir=base_dir)
     report.backend_calls += 1
-    if built.ok:
-        return
-    report.accepted = False
-    by_name = {model.graph.node[v.index].name: v for v in report.verdicts if v.index >= 0}
-    hit = by_name.get(built.node) if built.node else None
-    evidence = Evidence("live builder", built.label or backend.label)
-    if hit is not None:
-        hit.status, hit.stage, hit.code, hit.words, hit.words_from = (
-            Status.REJECTED,
-            Stage.BUILD,
-            "BUILD_FAILED",
-            built.error,
-            "live",
-        )
-        hit.explanation = "the parser accepts this node; the builder refuses it" + (
-            f"; {built.note}" if built.note else ""
-        )
-        hit.evidence = evidence
-    else:
-        report.messages.append(
-            Message(
-                "error",
-                words=built.error,
-                explanation="the parser accepts the model; the builder refuses it"
-                + (f"; {built.note}" if built.note else ""),
-                code="BUILD_FAILED",
-                stage=Stage.BUILD,
-                words_from="live",
-            )
-        )
+    build_failure_into(report, model, built, backend.label)
 
 
 def check_one(
@@ -186,8 +157,14 @@ def check_one(
             report = backend.check(model, base, depth=depth, path=path)
         else:
             report = backend.check(model, base, depth=depth)
+        built = report.depth is Stage.BUILD  # the backend's check built it in the same call (TVM)
         report.depth = depth
-        if depth is Stage.BUILD and getattr(backend, "builds_in_check", False) and not report.rejected:
+        if (
+            depth is Stage.BUILD
+            and getattr(backend, "builds_in_check", False)
+            and not built
+            and not report.rejected
+        ):
             if report.outcome is Outcome.ACCEPTS:
                 _build_stage(report, model, backend, base)
             report.seconds = time.perf_counter() - t0

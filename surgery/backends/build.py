@@ -104,6 +104,41 @@ def check_profiles(model: ModelProto, profiles: dict) -> None:
                 )
 
 
+def build_failure_into(report, model: ModelProto, built: BuildReport, label: str) -> None:
+    """A check at depth build: `built`'s failure, in the builder's words at stage build, becomes the verdict of
+    the node the builder names (else a model-level error) in `report`, which no longer accepts. Nothing for a
+    build that succeeded."""
+    from surgery.verdict import Evidence, Message, Stage, Status
+
+    if built.ok:
+        return
+    report.accepted = False
+    by_name = {model.graph.node[v.index].name: v for v in report.verdicts if v.index >= 0}
+    hit = by_name.get(built.node) if built.node else None
+    note = f"; {built.note}" if built.note else ""
+    if hit is not None:
+        hit.status, hit.stage, hit.code, hit.words, hit.words_from = (
+            Status.REJECTED,
+            Stage.BUILD,
+            "BUILD_FAILED",
+            built.error,
+            "live",
+        )
+        hit.explanation = "the parser accepts this node; the builder refuses it" + note
+        hit.evidence = Evidence("live builder", built.label or label)
+    else:
+        report.messages.append(
+            Message(
+                "error",
+                words=built.error,
+                explanation="the parser accepts the model; the builder refuses it" + note,
+                code="BUILD_FAILED",
+                stage=Stage.BUILD,
+                words_from="live",
+            )
+        )
+
+
 def build_model(
     backend_id: str,
     model: ModelProto,

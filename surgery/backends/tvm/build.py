@@ -282,6 +282,20 @@ def _fused(tvm, relax, mod, target):
         )(mod)
 
 
+def compile_untuned(mod) -> tuple[str | None, str]:
+    """In the isolated process: compile an imported Relax module for this CPU as `build` does untuned (a check at
+    depth build). (None, label) when it compiles, else (the compiler's words as build gives them, label)."""
+    import tvm
+
+    target, how = host_target()
+    label = f"TVM {tvm.__version__} (Relax, {how.split(' (')[0]})"
+    try:
+        tvm.compile(mod, target=target)
+    except Exception as exc:  # the compiler's refusal is the verdict
+        return error_line(exc, 500), label
+    return None, label
+
+
 def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
     import tvm
     from tvm import relax
@@ -310,7 +324,7 @@ def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
             with_weights(model, base_dir), shape_dict={k: list(v) for k, v in (shape_dict or {}).items()}
         )
         report_progress(0.2, f"tvm: compiling for {how.split(' (')[0]}")
-        ex = tvm.compile(mod, target=target)
+        ex = tvm.compile(mod, target=target)  # as compile_untuned, which a check at depth build runs
     except Exception as exc:  # the frontend's or compiler's refusal
         return BuildReport(
             "tvm",

@@ -42,8 +42,9 @@ CONTRIB = {
 }
 
 
-def _import(data: bytes, base_dir: str | None = None) -> str | None:
-    """In the isolated process: None when the frontend imports the model, else its first line of complaint."""
+def _import(data: bytes, base_dir: str | None = None, imported: list | None = None) -> str | None:
+    """In the isolated process: None when the frontend imports the model, else its first line of complaint. The
+    Relax module goes to `imported` when given."""
     import onnx
     from tvm.relax.frontend.onnx import from_onnx
 
@@ -53,16 +54,27 @@ def _import(data: bytes, base_dir: str | None = None) -> str | None:
             from onnx.external_data_helper import load_external_data_for_model
 
             load_external_data_for_model(model, base_dir)
-        from_onnx(model)
-        return None
+        mod = from_onnx(model)
     except Exception as exc:  # the frontend's refusal is the verdict
         return error_line(exc)
+    if imported is not None:
+        imported.append(mod)
+    return None
 
 
-def _import_whole(data: bytes, base_dir: str | None = None) -> tuple[str, str | None]:
+def _import_whole(data: bytes, base_dir: str | None = None, build: bool = False) -> tuple:
+    """(TVM's version, the frontend's complaint or None, the builder's or None, the builder's label). With `build`
+    a model that imports is compiled as `onnx-surgery build` compiles it untuned (surgery.backends.tvm.build):
+    a check at depth build imports the model once, not once for the check and again for the build."""
     import tvm
 
-    return tvm.__version__, _import(data, base_dir)
+    imported: list = []
+    error = _import(data, base_dir, imported if build else None)
+    if error is not None or not build:
+        return tvm.__version__, error, None, ""
+    from surgery.backends.tvm.build import compile_untuned
+
+    return tvm.__version__, None, *compile_untuned(imported[0])
 
 
 def _import_many(models: list[bytes], base_dir: str | None = None) -> list[str | None]:
@@ -114,8 +126,13 @@ class TVMBackend(BuiltHere):
 
     def check(self, model: ModelProto, base_dir: str | None = None, depth: Stage = Stage.PARSE) -> Report:
         t0 = time.perf_counter()
-        version, error = call_isolated(
-            "surgery.backends.tvm.check:_import_whole", model.SerializeToString(), base_dir, timeout=TIMEOUT_S
+        build = depth is Stage.BUILD
+        version, error, build_error, build_label = call_isolated(
+            "surgery.backends.tvm.check:_import_whole",
+            model.SerializeToString(),
+            base_dir,
+            build,
+            timeout=TIMEOUT_S,
         )
         report = Report(self.id, self.label, self.version, backend_calls=1)
         nodes = model.graph.node
@@ -161,6 +178,14 @@ class TVMBackend(BuiltHere):
                 v = Verdict(key, i, node.op_type, Status.SUPPORTED, evidence=whole)
             report.verdicts.append(v)
         report.accepted = error is None and not report.rejected
+        if build and error is None and not report.rejected:  # built in the same call: diagnose builds no more
+            from surgery.backends.base import BuildReport
+            from surgery.backends.build import build_failure_into, named_node
+
+            built = BuildReport(self.id, build_error is None, error=build_error or "", label=build_label)
+            built.node = named_node(built.error, model) if build_error else None
+            build_failure_into(report, model, built, self.label)
+            report.depth = Stage.BUILD
         if error is not None and not report.rejected:
             report.messages.append(
                 Message(
