@@ -153,59 +153,19 @@ def open_in_app(model: Path, weights: list[Path]) -> dict:
     }
 
 
-# Netron replaces window.eval with one that throws, which Playwright's page functions use: the time goes into an
-# attribute, read through locators (they run in Playwright's own world)
-NETRON_DRAWN = """(() => {
-  const poll = () => {
-    if (document.querySelector('#canvas g.node')) {
-      document.documentElement.setAttribute('data-bench-drawn', String(performance.now()));
-      return;
-    }
-    requestAnimationFrame(poll);
-  };
-  requestAnimationFrame(poll);
-})();"""
-
-
 def open_in_netron(model: Path, weights: list[Path], netron_path: Path) -> dict:
-    from _browser import ARGS, CHROMIUM, free_port
+    """bench/app_open.py's Netron opening, in a browser of its own (server_rss: the Netron server's peak)."""
+    from _browser import ARGS, CHROMIUM
+    from app_open import open_in_netron as netron_opening
     from playwright.sync_api import sync_playwright
 
-    port = free_port()
-    code = f"import netron; netron.start({str(model)!r}, ('127.0.0.1', {port}), browse=False); netron.wait()"
-    env = {**os.environ, "PYTHONPATH": str(netron_path)}
-    server = subprocess.Popen(
-        [sys.executable, "-c", code], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    try:
-        import urllib.request
-
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.1)
-        drop_from_cache(weights)
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-            context = browser.new_context(viewport={"width": 1600, "height": 1000})
-            # the cookie its consent screen sets once accepted: the model opens straight away
-            url = f"http://127.0.0.1:{port}/"
-            context.add_cookies([{"name": "consent", "value": str(int(time.time() * 1000)), "url": url}])
-            page = context.new_page()
-            page.set_default_timeout(300_000)
-            page.add_init_script(NETRON_DRAWN)
-            page.goto(url)
-            page.locator("html[data-bench-drawn]").wait_for(state="attached")
-            opened = float(page.locator("html").get_attribute("data-bench-drawn")) / 1000
-            boxes = page.locator("#canvas g.node").count()
-            read = resident_bytes(weights)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        try:
+            opened, boxes, rss_mib, read = netron_opening(browser, model, netron_path, weights)
+        finally:
             browser.close()
-        return {"open": opened, "boxes": boxes, "read_drawn": read, "server_rss": tree_rss(server.pid)}
-    finally:
-        server.kill()
-        server.wait()
+    return {"open": opened, "boxes": boxes, "read_drawn": read, "server_rss": rss_mib * MiB}
 
 
 def gib(n: float) -> str:
