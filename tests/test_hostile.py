@@ -374,7 +374,7 @@ def test_a_worker_crash_during_check_leaves_the_model_folder_as_it_was(tmp_path,
 
     copies = []
 
-    def crashing(func, path, **kwargs):
+    def crashing(func, path, *args, **kwargs):
         copies.append(os.path.dirname(path))
         here = os.path.dirname(os.path.abspath(__file__))
         return call_isolated(

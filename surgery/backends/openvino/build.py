@@ -38,6 +38,16 @@ def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
         return _build(ov, model, path, options, label, base_dir)
 
 
+def build_for_check(path: str) -> BuildReport:
+    """In the isolated process, right after the check's conversion: compile the model file at `path` as `build`
+    does (fp32, no profiles), nothing measured or written: a check at depth build reads the file once more
+    instead of a second worker call that serializes, copies and converts it again."""
+    import openvino as ov
+
+    label = f"OpenVINO {ov.get_version().split('-')[0]}"
+    return _build(ov, None, path, BuildOptions(measure=False, artifact=False), label, None)
+
+
 def _bounded(ov, lo, hi):
     return ov.PartialShape([ov.Dimension(a) if a == b else ov.Dimension(a, b) for a, b in zip(lo, hi)])
 

@@ -28,14 +28,19 @@ from surgery.model import private_copy
 TIMEOUT_S = 300.0
 
 
-def _convert(path: str) -> dict:
+def _convert(path: str, build: bool = False) -> dict:
     """In the isolated process: read_model's own words, and (only when it fails) which nodes the frontend could
-    not convert. A model that converts whole costs one conversion."""
+    not convert. A model that converts whole costs one conversion; with `build`, it is then compiled as `build`
+    compiles it (`built`: the BuildReport), in this same call."""
     import openvino as ov
 
-    out = {"version": ov.get_version(), "unconverted": [], "error": ""}
+    out = {"version": ov.get_version(), "unconverted": [], "error": "", "built": None}
     try:
         ov.Core().read_model(path)
+        if build:
+            from surgery.backends.openvino.build import build_for_check
+
+            out["built"] = build_for_check(path)
         return out
     except Exception as exc:  # the conversion report is the backend's verdict
         out["error"] = str(exc)
@@ -106,8 +111,9 @@ class OpenVINOBackend(BuiltHere):
         t0 = time.perf_counter()
         # OpenVINO reads a file: a private copy, its external weights (and the model file when it is the one read)
         # linked in; removed here, whatever the child process does, and nothing is ever written beside the user's
+        build = depth is Stage.BUILD
         with private_copy(model, base_dir, file=path) as copy:
-            out = call_isolated("surgery.backends.openvino.check:_convert", copy, timeout=TIMEOUT_S)
+            out = call_isolated("surgery.backends.openvino.check:_convert", copy, build, timeout=TIMEOUT_S)
         report = Report(self.id, self.label, self.version, backend_calls=1)
         keys = node_keys(model.graph.node)
         by_name = {n.name: k for k, n in zip(keys, model.graph.node) if n.name}
@@ -177,5 +183,13 @@ class OpenVINOBackend(BuiltHere):
         report.accepted = not out["error"]
         if out["error"] and not rejected:
             report.messages.append(Message("error", words=summary, code="CONVERSION", words_from="live"))
+        built = out.get("built")
+        if built is not None and not report.rejected:  # built in the same call: diagnose builds no more
+            from surgery.backends.build import build_failure_into, named_node
+
+            if not built.ok and built.node is None:
+                built.node = named_node(built.error, model)
+            build_failure_into(report, model, built, self.label)
+            report.depth = Stage.BUILD
         report.seconds = time.perf_counter() - t0
         return report
