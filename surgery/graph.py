@@ -715,6 +715,21 @@ INFER_KEEP_ELEMENTS = 4096
 # OneHot's depth), never a float weight. Small float weights are most of a big model's light copy (transformer
 # stack, 100k nodes: 42 MB, 18 MB without them), and inference parses and writes them back for nothing.
 INFER_KEEP_FLOATS = 64
+# the integer and floating element types, for code that asks which a tensor has (one home for both)
+INT_TYPES = frozenset(
+    {
+        TensorProto.INT8,
+        TensorProto.INT16,
+        TensorProto.INT32,
+        TensorProto.INT64,
+        TensorProto.UINT8,
+        TensorProto.UINT16,
+        TensorProto.UINT32,
+        TensorProto.UINT64,
+    }
+)
+FLOAT_TYPES = frozenset({TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE, TensorProto.BFLOAT16})
+
 _INTEGERS = frozenset(
     {
         TensorProto.UINT8,

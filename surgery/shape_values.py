@@ -19,21 +19,12 @@ from functools import cached_property
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
+from surgery.graph import FLOAT_TYPES, INT_TYPES
+
 Elem = int | float | str | None
 
 MAX_ELEMENTS = 64  # a longer tensor is not a shape: not tracked
-_INTS = {
-    TensorProto.INT8,
-    TensorProto.INT16,
-    TensorProto.INT32,
-    TensorProto.INT64,
-    TensorProto.UINT8,
-    TensorProto.UINT16,
-    TensorProto.UINT32,
-    TensorProto.UINT64,
-}
-_FLOATS = {TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16}
-_TRACKED = _INTS | _FLOATS | {TensorProto.BOOL}
+_TRACKED = INT_TYPES | FLOAT_TYPES | {TensorProto.BOOL}
 
 
 @dataclass(frozen=True)
@@ -262,7 +253,7 @@ class _NodeInference:
         t = self.facts.weights_tensor(name)
         if t is not None and (
             t.data_location == TensorProto.EXTERNAL
-            or math.prod(t.dims) > (INFER_KEEP_ELEMENTS if t.data_type in _INTS else INFER_KEEP_FLOATS)
+            or math.prod(t.dims) > (INFER_KEEP_ELEMENTS if t.data_type in INT_TYPES else INFER_KEEP_FLOATS)
         ):
             t = None  # what shape inference does not read (a light copy holds no data for it)
         if t is None:
@@ -659,12 +650,12 @@ def _cast(node, get, shape_of):
     out = []
     for e in v.elems:
         if _is_num(e):
-            if to in _INTS and isinstance(e, float) and not math.isfinite(e):
+            if to in INT_TYPES and isinstance(e, float) and not math.isfinite(e):
                 return None
             with np.errstate(all="ignore"):
                 x = np.array([e], dtype=helper.tensor_dtype_to_np_dtype(v.dtype)).astype(np_to)[0]
             out.append(x.item())
-        elif to in _INTS and v.dtype in _INTS and isinstance(e, str):
+        elif to in INT_TYPES and v.dtype in INT_TYPES and isinstance(e, str):
             out.append(e)  # a dim stays the same dim through an integer cast (dims fit any signed int type)
         else:
             out.append(None)
@@ -827,7 +818,7 @@ def _shaped_dims(node, get, shape_of) -> list | None:
         return _slice_dims(node, get, shape_of)
     src = node.input[0] if op == "ConstantOfShape" else node.input[1] if len(node.input) > 1 else ""
     target = get(src)
-    if target is None or target.scalar or target.dtype not in _INTS:
+    if target is None or target.scalar or target.dtype not in INT_TYPES:
         return None
     if op == "ConstantOfShape":
         return [e if _is_num(e) and e >= 0 else (e if isinstance(e, str) else None) for e in target.elems]

@@ -15,19 +15,7 @@ from onnx import NodeProto, TensorProto, helper, numpy_helper
 
 from surgery.fixes import FixError
 from surgery.fixes.decompose import _attrs, decomposition, standard_opset
-from surgery.graph import GraphFacts
-
-FLOAT_TYPES = (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE, TensorProto.BFLOAT16)
-INT_TYPES = (
-    TensorProto.INT8,
-    TensorProto.INT16,
-    TensorProto.INT32,
-    TensorProto.INT64,
-    TensorProto.UINT8,
-    TensorProto.UINT16,
-    TensorProto.UINT32,
-    TensorProto.UINT64,
-)
+from surgery.graph import FLOAT_TYPES, INT_TYPES, GraphFacts
 
 
 def np_type(dtype: int):
