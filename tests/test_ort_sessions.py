@@ -44,3 +44,24 @@ def test_a_build_times_the_deployed_configuration(tmp_path, monkeypatch):
     assert report.ok, report.error
     # the engine timed is the deployed configuration; the reference it is compared with (surgery.ort.run) is not
     assert seen == [True, False]
+
+
+def test_a_model_past_protobufs_limit_in_memory_runs_from_a_private_file(monkeypatch):
+    """Weights over 2 GiB held in memory (onnxruntime's quantizer leaves a 1B model so) cannot be one message: the
+    session reads a private file with the weights beside it. The limit is lowered here to reach that path."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    w = numpy_helper.from_array(np.arange(6, dtype=np.float32).reshape(2, 3), "w")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    graph = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g", [x], [y], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    monkeypatch.setattr(surgery.ort, "PROTOBUF_LIMIT", 16)
+    written = []
+    real = surgery.ort.save_model
+    monkeypatch.setattr(surgery.ort, "save_model", lambda *a, **k: written.append(a[1]) or real(*a, **k))
+    sess = make_session(model)
+    (out,) = sess.run(None, {"x": np.ones((2, 3), np.float32)})
+    assert written and not written[0].parent.exists()  # the private folder is gone once the session exists
+    assert (out == np.arange(6).reshape(2, 3) + 1).all()
