@@ -364,3 +364,23 @@ def test_qdq_zero_points_and_uint8_dequantize_as_tensorrt_rtx_builds_them():
     }"""
     )
     assert set(verdicts(weights)) == {"n"} and "dq-uint8-outside-qdq" in verdicts(weights)["n"].checks
+
+
+def test_the_checks_a_node_gets_are_chosen_once_per_op_type_and_are_those_that_apply():
+    """_checks_for memoizes, per (static, op type), the per-node checks that look at the op: the same list for
+    every node of that type, and exactly the checks the full scan over checks.yaml picks."""
+    from surgery.backends.tensorrt.predictor import STATIC_FUNCS, TensorRTStaticBackend
+
+    backend = TensorRTStaticBackend("10.15")
+    for op in ("Squeeze", "Resize", "Conv", "LayerNormalization", "NoSuchOp"):
+        for static in (True, False):
+            want = [
+                c
+                for c in backend.checks
+                if c.test not in ("table", "model")
+                and c.func.startswith(STATIC_FUNCS) is static
+                and (not c.ops or op in c.ops)
+            ]
+            got = backend._checks_for(static, op)
+            assert got == want
+            assert backend._checks_for(static, op) is got  # chosen once
