@@ -384,3 +384,19 @@ def test_the_checks_a_node_gets_are_chosen_once_per_op_type_and_are_those_that_a
             got = backend._checks_for(static, op)
             assert got == want
             assert backend._checks_for(static, op) is got  # chosen once
+
+
+def test_an_int64_constant_read_by_many_nodes_is_read_once_and_flags_each(monkeypatch):
+    #   x(int64) ─▶ Add(c) ─▶ Add(c) ─▶ Add(c) ─▶ y      c = [2**40]
+    import surgery.graph
+
+    reads = []
+    real = surgery.graph.beyond_int32
+    monkeypatch.setattr(surgery.graph, "beyond_int32", lambda t: reads.append(t.name) or real(t))
+    c = numpy_helper.from_array(np.array([2**40], np.int64), "c")
+    names = ["x", "a0", "a1", "y"]
+    nodes = [helper.make_node("Add", [names[k], "c"], [names[k + 1]], name=f"n{k}") for k in range(3)]
+    model = _model(nodes, [_vi("x", TensorProto.INT64, [4])], [_vi("y", TensorProto.INT64, [4])], [c])
+    report = make("8.6").check(model)
+    assert [v.checks for v in report.verdicts] == [("int64-clamped",)] * 3
+    assert reads.count("c") == 1
