@@ -7,6 +7,11 @@ imports it itself; arguments and result travel by pickle over a pipe.
 The child is a worker that stays alive between calls (imports such as `tvm` or `openvino` are paid once per
 worker, not once per call); a worker that crashed or timed out is killed and replaced on the next call. Each
 call has a worker to itself (threads get one each), and `fresh=True` asks for a one-shot process instead.
+
+`prewarm(modules)` starts a worker ahead of its first call, importing those modules while the caller does its own
+work (a one-shot CLI check reads and parses the model meanwhile): on two cores the backend's import no longer
+follows the parent's. The worker is started fresh, never forked from the caller (forking a process that holds
+onnxruntime's or OpenBLAS's threads is unsafe, microsoft/onnxruntime#31961).
 """
 
 from __future__ import annotations
@@ -33,21 +38,21 @@ import importlib, os, pickle, struct, sys, traceback
 answer = os.fdopen(os.dup(1), "wb", buffering=0)
 os.dup2(2, 1)
 requests = os.fdopen(0, "rb", buffering=0)
+for name in sys.argv[1:]:  # prewarm: import now, while the parent works; a failure is the first call's to report
+    try:
+        importlib.import_module(name)
+    except BaseException:  # SystemExit too: the worker must live to serve the call, which imports again
+        pass
 
 def read_exact(n):
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = requests.read(min(n - len(buf), 1 << 20))
-        if not chunk:
+    buf = bytearray(n)  # read in place: a request holding a serialized model is not copied again
+    view, got = memoryview(buf), 0
+    while got < n:
+        k = requests.readinto(view[got : got + (1 << 20)])
+        if not k:
             sys.exit(0)
-        buf += chunk
-    return bytes(buf)
-
-for preload in sys.argv[1:]:  # what the coming call will import, imported while the parent still works (prewarm)
-    try:
-        importlib.import_module(preload)
-    except BaseException:  # the call itself imports it again and reports the failure as its own
-        pass
+        got += k
+    return buf
 
 while True:
     size = struct.unpack("<Q", read_exact(8))[0]
@@ -102,8 +107,9 @@ def _pool_key(env: dict | None, nice: int) -> tuple:
 
 
 class _Worker:
-    def __init__(self, env: dict | None, nice: int = 0, preload: tuple[str, ...] = ()):
+    def __init__(self, env: dict | None, nice: int = 0, imports: tuple[str, ...] = ()):
         self.env_key = _pool_key(env, nice)
+        self.warm = frozenset(imports)  # the modules it imported when it started (prewarm)
         self.tmp = tempfile.TemporaryDirectory(prefix="onnx-surgery-worker-")
         self.err_path = os.path.join(self.tmp.name, "stderr")
         self.err = open(self.err_path, "w+b")  # noqa: SIM115 - lives as long as the worker
@@ -113,7 +119,7 @@ class _Worker:
         child_env["TMPDIR"] = os.path.join(self.tmp.name, "tmp")
         os.mkdir(child_env["TMPDIR"])
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", _WORKER, *preload],
+            [sys.executable, "-c", _WORKER, *imports],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.err,
@@ -123,6 +129,7 @@ class _Worker:
         if nice:  # set from here, not in the child (preexec_fn is unsafe in a threaded server)
             with contextlib.suppress(OSError):
                 os.setpriority(os.PRIO_PROCESS, self.proc.pid, nice)
+        os.set_blocking(self.proc.stdin.fileno(), False)  # written by _send, which keeps the call's deadline
         self.calls = 0
         self.dead = False
 
@@ -155,18 +162,16 @@ class _Worker:
         data = pickle.dumps((func_path, args, kwargs, progress_file), protocol=pickle.HIGHEST_PROTOCOL)
         deadline = time.monotonic() + timeout
         try:  # the header, then the data: joining them would copy a serialized model once more
-            self.proc.stdin.write(struct.pack("<Q", len(data)))
-            self.proc.stdin.write(data)
-            self.proc.stdin.flush()
+            sent = self._send(struct.pack("<Q", len(data)), deadline) and self._send(data, deadline)
         except BrokenPipeError:
             return self._died(err_offset)
+        if not sent:
+            self._timed_out(timeout, err_offset)
         fd, buf, need, seen = self.proc.stdout.fileno(), bytearray(), None, 0
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                detail = self.stderr_since(err_offset)
-                self.kill()
-                raise BackendCrash(f"backend timed out after {timeout:g} s", detail)
+                self._timed_out(timeout, err_offset)
             ready, _, _ = select.select([fd], [], [], min(left, 0.05 if progress else 0.5))
             seen = _forward_progress(progress_file, seen, progress)
             if not ready:
@@ -184,6 +189,26 @@ class _Worker:
                     return result[1]
                 raise BackendCrash(result[1], result[2])
 
+    def _send(self, data: bytes, deadline: float) -> bool:
+        """Write `data` to the worker before `deadline` (False: not all of it in time). A prewarmed worker may still
+        be importing its backend and not reading yet: a request larger than the pipe's buffer (a serialized model)
+        would block a plain write past the call's time limit, so the pipe is non-blocking and waited on here."""
+        fd, view, done = self.proc.stdin.fileno(), memoryview(data), 0
+        while done < len(view):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            _, ready, _ = select.select([], [fd], [], left)
+            if ready:
+                with contextlib.suppress(BlockingIOError):
+                    done += os.write(fd, view[done : done + (1 << 20)])
+        return True
+
+    def _timed_out(self, timeout: float, err_offset: int):
+        detail = self.stderr_since(err_offset)
+        self.kill()
+        raise BackendCrash(f"backend timed out after {timeout:g} s", detail)
+
     def _died(self, err_offset: int):
         code = self.proc.wait()
         detail = self.stderr_since(err_offset)
@@ -198,16 +223,20 @@ _idle: list[_Worker] = []
 _lock = threading.Lock()
 
 
-def _take(env: dict | None, nice: int = 0) -> _Worker:
+def _take(env: dict | None, nice: int = 0, module: str = "") -> _Worker:
+    """An idle worker of this environment and priority, preferring one prewarmed with `module` (two prewarmed
+    workers, one per backend, each go to their own backend's call); else a new one."""
     key = _pool_key(env, nice)
-    with _lock:
-        for w in list(_idle):
-            if w.env_key == key:
-                _idle.remove(w)
-                if w.alive():
-                    return w
-                w.kill()
-    return _Worker(env, nice)
+    while True:
+        with _lock:
+            mine = [w for w in _idle if w.env_key == key]
+            if not mine:
+                return _Worker(env, nice)
+            w = max(mine, key=lambda w: module in w.warm)  # the first of the best: max keeps the earliest
+            _idle.remove(w)
+        if w.alive():
+            return w
+        w.kill()  # died idle (a prewarm that crashed, say): the call gets a new worker and meets any crash itself
 
 
 def _give_back(worker: _Worker) -> None:
@@ -227,17 +256,19 @@ def _park(worker: _Worker) -> None:
         w.kill()
 
 
-def prewarm(modules: tuple[str, ...] | list[str], env: dict | None = None, nice: int = 0) -> None:
+def prewarm(modules: tuple[str, ...] | list[str], env: dict | None = None, nice: int = 0) -> bool:
     """Start a worker now that imports `modules` (a backend and our module that calls it) while this process goes
     on: the next `call_isolated` with the same `env` and `nice` takes it, its interpreter started and its imports
     done. A CLI check calls this before it reads the model, so on two cores the worker's start (OpenVINO: ~0.6 s)
-    overlaps the model's loading. Does nothing when such a worker is idle already. Never forks this process
+    overlaps the model's loading. Does nothing (False) when such a worker is idle already. An import that fails or
+    crashes is no error here: the call imports again and meets it. A worker no call takes is stopped at exit. Never forks this process
     (forking one that holds onnxruntime's or OpenBLAS's threads is unsafe: microsoft/onnxruntime#31961)."""
     key = _pool_key(env, nice)
     with _lock:
         if any(w.env_key == key and w.alive() for w in _idle):
-            return
+            return False
     _park(_Worker(env, nice, tuple(modules)))
+    return True
 
 
 def shutdown() -> None:
@@ -268,7 +299,7 @@ def call_isolated(
     `progress(fraction, message)` receives what the child reports with `report_progress`, while it runs.
     `env` adds environment variables for the child; `fresh=True` uses a new process just for this call; `nice`
     (0-19) lowers the worker's CPU priority (workers of each priority are pooled apart)."""
-    worker = _Worker(env, nice) if fresh else _take(env, nice)
+    worker = _Worker(env, nice) if fresh else _take(env, nice, func_path.partition(":")[0])
     try:
         result = worker.call(func_path, args, kwargs, timeout, progress)
     except BackendCrash:
@@ -323,3 +354,9 @@ def leave_a_temp_file_and_crash(sig: int = signal.SIGSEGV) -> str:
     print(path, file=sys.stderr, flush=True)
     os.kill(os.getpid(), sig)
     return path
+
+
+def already_imported(*names: str) -> list[bool]:
+    """Which of `names` the worker had imported before this call (the tests prove a prewarmed worker did its
+    imports ahead of the call)."""
+    return [n in sys.modules for n in names]

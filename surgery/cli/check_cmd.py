@@ -191,8 +191,11 @@ def _prewarm(targets: list[str]) -> None:
 
 
 def run(args) -> int:
+    import os
+
     targets = args.target or ["onnxruntime"]
-    _prewarm(targets)
+    if os.path.isfile(args.model):  # else the model cannot be read (exit 2): no worker to start and stop
+        _prewarm(targets)
     from surgery.backends import UnknownBackend
     from surgery.backends.probe import CACHE, use_disk_cache
     from surgery.diagnose import check_model
