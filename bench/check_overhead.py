@@ -8,6 +8,10 @@ package (`import onnx` and `onnx.load` without external data), as any tool that 
 that takes onnxruntime 0.4 s, importing onnx alone costs 0.2 s more, which no change of ours can remove.
 
     python bench/check_overhead.py [--backends onnxruntime openvino tvm] [--limit N] [--families ...]
+                                   [--baseline DIR]
+
+`--baseline DIR`: also time the check of another checkout (DIR holds its `surgery` package, e.g. a `git archive`
+of main), right after ours on each model: a before/after comparison in one run, under the same load.
 
 Models: the real models of the corpus (~/.cache/onnx-surgery/corpus, built by bench/corpus/build.py; node tests
 are left out), or a sample of N of them by a fixed seed. Each call has a 300 s limit; a call that fails counts
@@ -50,10 +54,13 @@ def floor(backend: str) -> str:
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def timed(cmd: list[str]) -> tuple[float, int]:
+def timed(cmd: list[str], checkout: str | None = None) -> tuple[float, int]:
+    """Wall seconds and exit code of `cmd`; `checkout`: run it with that checkout's `surgery` (its folder is both
+    the working directory, which `python -m` puts first on sys.path, and PYTHONPATH, which the workers inherit)."""
+    env = ENV if checkout is None else dict(ENV, PYTHONPATH=checkout)
     t = time.perf_counter()
     try:
-        rc = subprocess.run(cmd, capture_output=True, timeout=300, env=ENV).returncode
+        rc = subprocess.run(cmd, capture_output=True, timeout=300, env=env, cwd=checkout).returncode
     except subprocess.TimeoutExpired:
         rc = -9
     return time.perf_counter() - t, rc
@@ -79,35 +86,44 @@ def main() -> None:
     ap.add_argument("--backends", nargs="*", default=["onnxruntime"])
     ap.add_argument("--limit", type=int, default=None, help="a sample of N models (fixed seed)")
     ap.add_argument("--families", nargs="*", default=None)
+    ap.add_argument("--baseline", default=None, help="another checkout's folder: its check timed beside ours")
     args = ap.parse_args()
+    base_dir = os.path.abspath(args.baseline) if args.baseline else None
     paths = models(args.families, args.limit)
     print(f"{len(paths)} models, backends {', '.join(args.backends)}", flush=True)
     rows = []
     for path in paths:
         for backend in args.backends:
-            ours, rc_ours = timed(
-                [sys.executable, "-m", "surgery", "check", str(path), "-t", backend, "--no-cache"]
-            )
+            check = [sys.executable, "-m", "surgery", "check", str(path), "-t", backend, "--no-cache"]
+            ours, rc_ours = timed(check)
+            base, rc_base = timed(check, base_dir) if base_dir else (0.0, 0)
             own, rc_own = timed([sys.executable, "-c", OWN[backend], str(path)])
             least, _ = timed([sys.executable, "-c", floor(backend), str(path)])
-            rows.append((path.stem, backend, ours, rc_ours, own, rc_own, least))
+            rows.append((path.stem, backend, ours, rc_ours, own, rc_own, least, base, rc_base))
+            before = f"  base {base:6.2f} s (exit {rc_base})" if base_dir else ""
             print(
-                f"  {path.stem[:40]:40s} {backend:12s} ours {ours:6.2f} s (exit {rc_ours})  own {own:6.2f} s "
+                f"  {path.stem[:40]:40s} {backend:12s} ours {ours:6.2f} s (exit {rc_ours}){before}  own {own:6.2f} s "
                 f"(exit {rc_own})  floor {least:6.2f} s  {ours / own:5.2f}x",
                 flush=True,
             )
+    head = "| baseline s | baseline ratio " if base_dir else ""
     print(
-        "\n| backend | models | ours s | backend's own s | floor s (own + onnx reading the graph) | ratio | goal |"
+        f"\n| backend | models | ours s | backend's own s | floor s (own + onnx reading the graph) | ratio {head}| goal |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|" + ("---|---|" if base_dir else "") + "---|")
     for backend in args.backends:
         mine = [r for r in rows if r[1] == backend]
         ours, own, least = sum(r[2] for r in mine), sum(r[4] for r in mine), sum(r[6] for r in mine)
+        base = sum(r[7] for r in mine)
         ratio = ours / own if own else float("nan")
+        before = f"| {base:.1f} | {base / own:.2f}x " if base_dir and own else ""
         print(
             f"| {backend} | {len(mine)} | {ours:.1f} | {own:.1f} | {least:.1f} ({least / own:.2f}x) | {ratio:.2f}x "
-            f"| {'✓' if ratio <= GOAL else '✗'} (≤ {GOAL}x) |"
+            f"{before}| {'✓' if ratio <= GOAL else '✗'} (≤ {GOAL}x) |"
         )
+    if base_dir:
+        changed = [r for r in rows if r[3] != r[8]]
+        print("exit codes that differ from the baseline's: " + (", ".join(r[0] for r in changed) or "none"))
     worst = sorted(rows, key=lambda r: r[2] / r[4] if r[4] else 0, reverse=True)[:5]
     print("\nlargest ratios: " + "; ".join(f"{r[0]} ({r[1]}) {r[2]:.2f} vs {r[4]:.2f} s" for r in worst))
 
