@@ -95,3 +95,31 @@ def test_openvino_reads_the_file_in_place(tmp_path):
         assert [v.status.value for v in report.verdicts] == [
             v.status.value for v in OpenVINOBackend().check(model.proto, str(tmp_path)).verdicts
         ]
+
+
+def test_tvm_reads_the_file_in_place_and_says_what_it_says_from_bytes(tmp_path, monkeypatch):
+    """Given the unedited file's path, TVM's worker parses the file (with its external data): the parent sends a
+    path, not the model's serialization, and the verdicts are those of the serialized model."""
+    import pytest
+
+    pytest.importorskip("tvm")
+    from surgery.backends.tvm import check as tvm_check
+
+    sent = []
+    real = tvm_check.call_isolated
+    monkeypatch.setattr(
+        tvm_check, "call_isolated", lambda func, *args, **kw: sent.append(args[0]) or real(func, *args, **kw)
+    )
+    good, bad = tmp_path / "good.onnx", tmp_path / "bad.onnx"
+    onnx.save(_model(), good, save_as_external_data=True, size_threshold=0, location="good.data")
+    onnx.save(_model("NoSuchOp"), bad)
+    for path, ok in ((good, True), (bad, False)):
+        model = load_model(path)
+        sent.clear()
+        report = tvm_check.TVMBackend().check(model.proto, str(tmp_path), path=model.file_as_read())
+        assert report.accepted is ok and sent[0] == str(path)
+        from_bytes = tvm_check.TVMBackend().check(model.proto, str(tmp_path))
+        assert isinstance(sent[-1], bytes | list)
+        assert [(v.status, v.words) for v in report.verdicts] == [
+            (v.status, v.words) for v in from_bytes.verdicts
+        ]

@@ -11,6 +11,7 @@ ignores op domains: a `com.example::Relu` would be imported as a standard Relu. 
 
 from __future__ import annotations
 
+import threading
 import time
 
 from onnx import ModelProto
@@ -42,14 +43,18 @@ CONTRIB = {
 }
 
 
-def _import(data: bytes, base_dir: str | None = None, imported: list | None = None) -> str | None:
-    """In the isolated process: None when the frontend imports the model, else its first line of complaint. The
-    Relax module goes to `imported` when given."""
+def _import(data: bytes | str, base_dir: str | None = None, imported: list | None = None) -> str | None:
+    """In the isolated process: None when the frontend imports the model (its serialization, or the path of the
+    file it was read from, unedited), else its first line of complaint. The Relax module goes to `imported` when
+    given."""
     import onnx
     from tvm.relax.frontend.onnx import from_onnx
 
     try:
-        model = onnx.load_from_string(data)
+        if isinstance(data, str):  # the same bytes, parsed here: the caller need not serialize and send them
+            model = onnx.load(data, load_external_data=False)
+        else:
+            model = onnx.load_from_string(data)
         if base_dir:
             from onnx.external_data_helper import load_external_data_for_model
 
@@ -62,7 +67,7 @@ def _import(data: bytes, base_dir: str | None = None, imported: list | None = No
     return None
 
 
-def _import_whole(data: bytes, base_dir: str | None = None, build: bool = False) -> tuple:
+def _import_whole(data: bytes | str, base_dir: str | None = None, build: bool = False) -> tuple:
     """(TVM's version, the frontend's complaint or None, the builder's or None, the builder's label). With `build`
     a model that imports is compiled as `onnx-surgery build` compiles it untuned (surgery.backends.tvm.build):
     a check at depth build imports the model once, not once for the check and again for the build."""
@@ -99,6 +104,28 @@ def _ask_many(models: list[ModelProto], base_dir: str | None = None) -> list[tup
     return [(e is None, e or "") for e in errors]
 
 
+def _in_background(func, *args):
+    """Start `func(*args)` in a thread; returns a function that waits for its result (or raises its exception)."""
+    out: dict = {}
+
+    def run():
+        try:
+            out["value"] = func(*args)
+        except BaseException as exc:  # handed to the caller, in its thread
+            out["error"] = exc
+
+    thread = threading.Thread(target=run, name="tvm-check-facts", daemon=True)
+    thread.start()
+
+    def result():
+        thread.join()
+        if "error" in out:
+            raise out["error"]
+        return out["value"]
+
+    return result
+
+
 def foreign(node) -> bool:
     """A node of a domain the frontend has no converter for (it would be imported as a standard op or fail)."""
     domain = node.domain or ""
@@ -124,19 +151,33 @@ class TVMBackend(BuiltHere):
         Stage.BUILD
     )  # the frontend imports what the Relax build then refuses (int64 literals, ...)
 
-    def check(self, model: ModelProto, base_dir: str | None = None, depth: Stage = Stage.PARSE) -> Report:
+    reads_file = True  # given the path of the unedited file, the worker reads it there (check's `path`)
+
+    def check(
+        self,
+        model: ModelProto,
+        base_dir: str | None = None,
+        depth: Stage = Stage.PARSE,
+        *,
+        path: str | None = None,
+    ) -> Report:
+        """`path`: the file `model` was read from, unedited: the worker parses it there, instead of this process
+        serializing the model (a copy as big as its weights) and sending it through a pipe."""
         t0 = time.perf_counter()
         build = depth is Stage.BUILD
+        # the graph's facts are needed whatever the verdict: worked out while the worker imports (this thread
+        # only waits for it then), not after
+        facts_now = _in_background(GraphFacts.of, model)
         version, error, build_error, build_label = call_isolated(
             "surgery.backends.tvm.check:_import_whole",
-            model.SerializeToString(),
+            path or model.SerializeToString(),
             base_dir,
             build,
             timeout=TIMEOUT_S,
         )
         report = Report(self.id, self.label, self.version, backend_calls=1)
         nodes = model.graph.node
-        facts = GraphFacts.of(model)
+        facts = facts_now()
         alien = {i for i, n in enumerate(nodes) if foreign(n)}
         probed: dict[int, tuple[bool, str]] = {}
         if error is not None:
