@@ -364,3 +364,28 @@ def test_qdq_zero_points_and_uint8_dequantize_as_tensorrt_rtx_builds_them():
     }"""
     )
     assert set(verdicts(weights)) == {"n"} and "dq-uint8-outside-qdq" in verdicts(weights)["n"].checks
+
+
+def test_node_checks_are_chosen_once_per_op_type_and_as_before():
+    # _problems used to filter every check record for every node; the per-op lists must be the same records
+    from surgery.backends.tensorrt.predictor import STATIC_FUNCS
+    from surgery.backends.tensorrt.records import version_tuple
+
+    for version in ("8.2", "8.6", "10.15"):
+        b = make(version)
+        for op in [*b.table["ops"], "NoSuchOp"]:
+            for static in (True, False):
+                old = [
+                    c
+                    for c in b.checks
+                    if not (c.test in ("table", "model") or c.func.startswith(STATIC_FUNCS) is not static)
+                    and not (c.ops and op not in c.ops)
+                ]
+                assert b._checks_for(op, static) == old
+    b = make("8.2")
+    relus = [helper.make_node("Relu", [f"t{i}"], [f"t{i + 1}"], name=f"r{i}") for i in range(50)]
+    b.check(_model(relus, [_vi("t0")], [_vi("t50")]))
+    assert set(b._node_checks) == {("Relu", True), ("Relu", False)}
+    version_tuple.cache_clear()
+    b.check(_model(relus, [_vi("t0")], [_vi("t50")]))
+    assert version_tuple.cache_info().misses <= 4  # parsed once each, not per node

@@ -38,11 +38,11 @@ UINT8_OK_OPS = set(version_facts()["uint8_input_ops"]["ops"])
 UINT8_OUTPUT_OK_OPS = set(version_facts()["uint8_output_ops"]["ops"])
 
 
+@cache  # the predictor compares versions for every node of every check: parse each string once
 def version_tuple(v: str) -> tuple[int, ...]:
     return tuple(int(x) for x in v.split("."))
 
 
-@cache
 @cache
 def support_data() -> dict:
     return json.loads(TABLES_PATH.read_text())
