@@ -28,9 +28,10 @@ input, a short line saying how it was drawn (VerifyReport.drawn carries it).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
-from onnx import ModelProto, TensorProto, numpy_helper
+from onnx import ModelProto, NodeProto, TensorProto, numpy_helper
 
 from surgery.graph import tensor_info_from_type
 from surgery.specs import SHAPE_MAX_ELEMENTS
@@ -182,26 +183,24 @@ def input_kinds(model: ModelProto) -> dict[str, Kind]:
     """The graph inputs drawn for their meaning (see the module doc), by name."""
     g = model.graph
     inits = {t.name for t in g.initializer}
-    consumers: dict[str, list] = {}
-    for n in g.node:
-        for k, name in enumerate(n.input):
-            if name:
-                consumers.setdefault(name, []).append((n, k))
+    wanted = {
+        vi.name: _NP.get(vi.type.tensor_type.elem_type)
+        for vi in g.input
+        if vi.name not in inits and vi.type.HasField("tensor_type")
+    }
+    reached = _reached({name for name, dtype in wanted.items() if dtype is not None}, g)
     tables = _Tables(model)
     kinds: dict[str, Kind] = {}
     for vi in g.input:
-        if vi.name in inits or not vi.type.HasField("tensor_type"):
-            continue
-        t = vi.type.tensor_type
-        dtype = _NP.get(t.elem_type)
+        dtype = wanted.get(vi.name)
         if dtype is None:
             continue
+        t = vi.type.tensor_type
         rank = len(t.shape.dim) if t.HasField("shape") else -1
         integer = np.issubdtype(dtype, np.integer)
         lower = vi.name.lower()
-        reached = _reached(vi.name, consumers)
         if integer:
-            rows = [tables.rows(n, k) for n, k in reached]
+            rows = [tables.rows(n, k) for n, k in reached[vi.name]]
             rows = [r for r in rows if r is not None]
             if rows:
                 rows_, table = min(rows)
@@ -211,25 +210,30 @@ def input_kinds(model: ModelProto) -> dict[str, Kind]:
             kinds[vi.name] = Kind("kv")
         elif integer and "position_ids" in lower:
             kinds[vi.name] = Kind("positions")
-        elif "mask" in lower or any(_masks(n, k, g, inits) for n, k in reached):
+        elif "mask" in lower or any(_masks(n, k, g, inits) for n, k in reached[vi.name]):
             kinds[vi.name] = Kind("mask")
         elif dtype is np.uint8 and rank >= 3:
             kinds[vi.name] = Kind("image")
     return kinds
 
 
-def _reached(name: str, consumers: dict[str, list]) -> list:
-    """(node, input index) pairs that read `name` or what the pass-through ops (_PASS) make of it."""
-    found, front, seen = [], [name], {name}
-    while front:
-        t = front.pop()
-        for n, k in consumers.get(t, ()):
-            found.append((n, k))
+def _reached(names: set[str], graph) -> dict[str, list]:
+    """Per name, the (node, input index) pairs that read it or what the pass-through ops (_PASS) make of it: one
+    pass over the nodes in their order (ONNX keeps them topologically sorted), with no map of every tensor's
+    readers (at 50k nodes that map was most of the cost)."""
+    found: dict[str, list] = {name: [] for name in names}
+    origin: dict[str, set[str]] = {name: {name} for name in names}  # tensor -> the inputs it comes from
+    for n in graph.node:
+        for k, x in enumerate(n.input):
+            sources = origin.get(x) if x else None
+            if not sources:
+                continue
+            for name in sources:
+                found[name].append((n, k))
             if n.op_type in _PASS and k == 0:
                 for o in n.output:
-                    if o and o not in seen:
-                        seen.add(o)
-                        front.append(o)
+                    if o:
+                        origin.setdefault(o, set()).update(sources)
     return found
 
 
@@ -270,23 +274,35 @@ class _Tables:
 
     def __init__(self, model: ModelProto):
         self.model = model
-        g = model.graph
-        self.init_dims = {t.name: list(t.dims) for t in g.initializer}
-        self.producer = {o: n for n in g.node for o in n.output if o}
-        self.values: dict[
-            str, np.ndarray
-        ] = {}  # short 1-D int64 constants: the shapes a table is reshaped to
-        for t in g.initializer:
-            if _shape_like(t):
-                self.values[t.name] = numpy_helper.to_array(t)
+        self._inferred: dict[str, list] | None = None
+
+    @cached_property
+    def producer(self) -> dict[str, NodeProto]:
+        return {o: n for n in self.model.graph.node for o in n.output if o}
+
+    @cached_property
+    def _constants(self) -> tuple[dict[str, list], dict[str, np.ndarray]]:
+        """(dims of every constant, the short 1-D int64 ones' values: the shapes a table is reshaped to); made on
+        the first Gather asked about, not for a model whose inputs reach none."""
+        g = self.model.graph
+        dims = {t.name: list(t.dims) for t in g.initializer}
+        values = {t.name: numpy_helper.to_array(t) for t in g.initializer if _shape_like(t)}
         for n in g.node:
             if n.op_type == "Constant" and n.output:
                 for a in n.attribute:
                     if a.name == "value":
-                        self.init_dims[n.output[0]] = list(a.t.dims)
+                        dims[n.output[0]] = list(a.t.dims)
                         if _shape_like(a.t):
-                            self.values[n.output[0]] = numpy_helper.to_array(a.t)
-        self._inferred: dict[str, list] | None = None
+                            values[n.output[0]] = numpy_helper.to_array(a.t)
+        return dims, values
+
+    @property
+    def init_dims(self) -> dict[str, list]:
+        return self._constants[0]
+
+    @property
+    def values(self) -> dict[str, np.ndarray]:
+        return self._constants[1]
 
     def rows(self, node, k: int) -> tuple[int, str] | None:
         """(rows, table name) when input `k` of `node` is the indices of a Gather on a constant table."""

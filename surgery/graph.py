@@ -257,6 +257,21 @@ class GraphFacts:
         return list(iter_scopes(self))
 
     @cached_property
+    def _beyond_int32(self) -> dict[str, np.ndarray]:
+        return {}
+
+    def weights_beyond_int32(self, tensor: str) -> np.ndarray:
+        """`beyond_int32` of the weights behind `tensor` (empty for any other tensor), read once per facts: the
+        predictor asks for every input of every node, and a 50k-node model has 27k INT64 reads of the same few
+        constants."""
+        memo = self._beyond_int32
+        found = memo.get(tensor)
+        if found is None:
+            t = self.weights_tensor(tensor)
+            found = memo[tensor] = beyond_int32(t) if t is not None else np.zeros(0, np.int64)
+        return found
+
+    @cached_property
     def ops(self) -> list[str]:
         """Each node's op type, by node index (the declared pass keeps those it read: 0.05 s at 100k nodes)."""
         return [n.op_type for n in self.model.graph.node]

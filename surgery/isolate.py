@@ -43,6 +43,12 @@ def read_exact(n):
         buf += chunk
     return bytes(buf)
 
+for preload in sys.argv[1:]:  # what the coming call will import, imported while the parent still works (prewarm)
+    try:
+        importlib.import_module(preload)
+    except BaseException:  # the call itself imports it again and reports the failure as its own
+        pass
+
 while True:
     size = struct.unpack("<Q", read_exact(8))[0]
     func_path, args, kwargs, progress_file = pickle.loads(read_exact(size))
@@ -96,7 +102,7 @@ def _pool_key(env: dict | None, nice: int) -> tuple:
 
 
 class _Worker:
-    def __init__(self, env: dict | None, nice: int = 0):
+    def __init__(self, env: dict | None, nice: int = 0, preload: tuple[str, ...] = ()):
         self.env_key = _pool_key(env, nice)
         self.tmp = tempfile.TemporaryDirectory(prefix="onnx-surgery-worker-")
         self.err_path = os.path.join(self.tmp.name, "stderr")
@@ -107,7 +113,7 @@ class _Worker:
         child_env["TMPDIR"] = os.path.join(self.tmp.name, "tmp")
         os.mkdir(child_env["TMPDIR"])
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", _WORKER],
+            [sys.executable, "-c", _WORKER, *preload],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.err,
@@ -208,12 +214,30 @@ def _give_back(worker: _Worker) -> None:
     if not worker.alive() or worker.calls >= MAX_CALLS_PER_WORKER:
         worker.kill()
         return
+    _park(worker)
+
+
+def _park(worker: _Worker) -> None:
+    """Keep `worker` idle for the next call; the oldest idle ones past MAX_IDLE_WORKERS stop."""
     with _lock:
         _idle.append(worker)
         extra = _idle[:-MAX_IDLE_WORKERS] if len(_idle) > MAX_IDLE_WORKERS else []
         del _idle[: len(extra)]
     for w in extra:
         w.kill()
+
+
+def prewarm(modules: tuple[str, ...] | list[str], env: dict | None = None, nice: int = 0) -> None:
+    """Start a worker now that imports `modules` (a backend and our module that calls it) while this process goes
+    on: the next `call_isolated` with the same `env` and `nice` takes it, its interpreter started and its imports
+    done. A CLI check calls this before it reads the model, so on two cores the worker's start (OpenVINO: ~0.6 s)
+    overlaps the model's loading. Does nothing when such a worker is idle already. Never forks this process
+    (forking one that holds onnxruntime's or OpenBLAS's threads is unsafe: microsoft/onnxruntime#31961)."""
+    key = _pool_key(env, nice)
+    with _lock:
+        if any(w.env_key == key and w.alive() for w in _idle):
+            return
+    _park(_Worker(env, nice, tuple(modules)))
 
 
 def shutdown() -> None:

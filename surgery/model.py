@@ -583,6 +583,17 @@ def has_external_data(proto: ModelProto) -> bool:
 PROTOBUF_LIMIT = 2 * 1024**3 - 1  # bytes: a larger model cannot be one protobuf message (one file)
 
 
+def serialized_size(proto: ModelProto) -> int:
+    """Bytes of `proto` as one message; past protobuf's limit (weights over 2 GiB held in memory, as onnxruntime's
+    quantizer leaves a 1B model) PROTOBUF_LIMIT + 1, where protobuf itself raises EncodeError."""
+    from google.protobuf.message import EncodeError
+
+    try:
+        return proto.ByteSize()
+    except EncodeError:
+        return PROTOBUF_LIMIT + 1
+
+
 def with_weights(proto: ModelProto, base_dir: str | Path | None) -> ModelProto:
     """`proto` with the external weights it names read in from `base_dir` (a copy; `proto` itself when it names
     none, or no folder is given)."""
@@ -610,7 +621,7 @@ def save_model(
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     kept = base_dir is not None and has_external_data(proto)
-    total = proto.ByteSize() + (external_size(proto) if kept else 0)
+    total = serialized_size(proto) + (external_size(proto) if kept else 0)
     if external or (external is None and total > PROTOBUF_LIMIT):
         data = path.parent / (path.name + ".data")
         # new files, never written through: writing into an existing name would change every hard link to it
@@ -690,9 +701,10 @@ def stream_weights(proto: ModelProto, base_dir: Path | None, data: Path) -> None
                         offset += length
                     _point_at(tensor, data.name, copied[key], length)
                 elif initializer and len(tensor.raw_data) >= EXTERNAL_THRESHOLD:
+                    length = len(tensor.raw_data)  # before _point_at clears it
                     out.write(tensor.raw_data)
-                    _point_at(tensor, data.name, offset, len(tensor.raw_data))
-                    offset += len(tensor.raw_data)
+                    _point_at(tensor, data.name, offset, length)
+                    offset += length
     finally:
         for src in sources.values():
             src.close()

@@ -42,6 +42,7 @@ import onnx
 from onnx import ModelProto, TensorProto, helper, numpy_helper
 
 from surgery.graph import tensor_info_from_type
+from surgery.model import save_model
 
 QUANTIZED_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
 QDQ_OPS = {"QuantizeLinear", "DequantizeLinear"}
@@ -97,10 +98,11 @@ class Source:
 RANDOM_MAX = 10_000  # random:N beyond this is a typo or an attack: each sample is one onnxruntime run
 
 
-def check_quantizable(model: ModelProto) -> None:
+def check_quantizable(model: ModelProto, exclude: list[str] | tuple[str, ...] = ()) -> None:
     """Refuse (CalibrationError, one line) a model onnxruntime's quantizer cannot read, before any work: a graph
-    with a cycle (its calibration run would fail on "the graph is not acyclic") or a name that is not UTF-8 (its
-    Python reads every name as text)."""
+    with a cycle (its calibration run would fail on "the graph is not acyclic"), a name that is not UTF-8 (its
+    Python reads every name as text), or a float16 / bfloat16 input of an op it quantizes below opset 19 (where
+    QuantizeLinear takes neither: it wrote an invalid model). `exclude`: nodes left in float."""
     from surgery.graph import GraphFacts, cycle_nodes
     from surgery.model import name_not_utf8
 
@@ -118,6 +120,22 @@ def check_quantizable(model: ModelProto) -> None:
             f"the graph has a cycle (through node '{facts.keys[cyclic[0]]}'): ONNX graphs are acyclic, and "
             "onnxruntime cannot run it to calibrate"
         )
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    if (
+        opset < 19
+    ):  # QuantizeLinear takes float16 / bfloat16 from opset 19: onnxruntime would write an invalid model
+        half = {TensorProto.FLOAT16: "float16", TensorProto.BFLOAT16: "bfloat16"}
+        types = {t.name: t.data_type for t in g.initializer}
+        types.update((v.name, v.type.tensor_type.elem_type) for v in [*g.input, *g.value_info])
+        for node in g.node:
+            if node.op_type in QUANTIZED_OPS and node.name not in exclude:
+                name = next((x for x in node.input[:2] if types.get(x) in half), None)
+                if name is not None:
+                    raise CalibrationError(
+                        f"{node.op_type} '{node.name}' reads {half[types[name]]} ('{name}'); QuantizeLinear takes "
+                        f"{half[types[name]]} only from opset 19 and the model is opset {opset}. Note: quantize "
+                        "the float32 export, or convert the model to opset 19 first"
+                    )
 
 
 def parse_source(spec: str) -> Source:
@@ -393,7 +411,7 @@ def quantize(
 
     if any(n.op_type in QDQ_OPS for n in model.graph.node):
         raise CalibrationError("the model already has QuantizeLinear/DequantizeLinear nodes; it is quantized")
-    check_quantizable(model)
+    check_quantizable(model, exclude)
     unknown = [n for n in exclude if n not in node_names(model)]
     if unknown:
         raise CalibrationError(f"--exclude names no node {', '.join(map(repr, unknown))} of the model")
@@ -407,18 +425,15 @@ def quantize(
             )
     _report(0.0, "checking the calibration data")
     data = Calibration(model, src.spec, seed)
-    full = ModelProto()
-    full.CopyFrom(model)
-    if base_dir is not None:
-        from onnx.external_data_helper import load_external_data_for_model
-
-        load_external_data_for_model(full, str(base_dir))
     quiet = logging.getLogger()
     level = quiet.level
+    # onnxruntime's quantizer reads a file. save_model writes one past protobuf's 2 GiB too (its weights in a .data
+    # file, copied range by range by the kernel: never in this process). Hard links to the user's weights would
+    # save the copy, but onnx refuses external data with several links ("potential hardlink attack").
     with tempfile.TemporaryDirectory(prefix="onnx-surgery-quantize-") as tmp:
-        src_path, out_path = Path(tmp) / "model.onnx", Path(tmp) / "model.int8.onnx"
-        big = full.ByteSize() > 2**31 - 2**20
-        onnx.save_model(full, str(src_path), save_as_external_data=big, location="model.onnx.data")
+        src_path = save_model(model, Path(tmp) / "model.onnx", base_dir)
+        out_path = Path(tmp) / "model.int8.onnx"
+        big = (src_path.parent / (src_path.name + ".data")).exists()
         quiet.setLevel(logging.ERROR)  # onnxruntime's "consider pre-processing" warnings on every call
         import onnxruntime
 
@@ -543,15 +558,22 @@ def strip_qdq(model: ModelProto) -> tuple[ModelProto, bool]:
     return out, exact
 
 
-def compare(original: ModelProto, quantized: ModelProto, calib: Calibration, samples: int = COMPARE_SAMPLES):
+def compare(
+    original: ModelProto,
+    quantized: ModelProto,
+    calib: Calibration,
+    samples: int = COMPARE_SAMPLES,
+    base_dir: str | Path | None = None,
+):
     """INT8 against float32 on the first `samples` calibration samples, in onnxruntime: per output the max abs
     error and the relative error distribution over every element of every sample (surgery.backends.measure's
-    `accuracy`, surgery.verify's definitions). Returns (output -> numbers, samples used)."""
+    `accuracy`, surgery.verify's definitions). `base_dir`: the folder of the models' external weights. Returns
+    (output -> numbers, samples used)."""
     from surgery.ort import make_session
     from surgery.verify import accuracy
 
     n = min(samples, len(calib))
-    ref_sess, q_sess = make_session(original), make_session(quantized)
+    ref_sess, q_sess = make_session(original, base_dir), make_session(quantized, base_dir)
     names = [o.name for o in ref_sess.get_outputs()]
     ref: dict[str, list] = {k: [] for k in names}
     got: dict[str, list] = {k: [] for k in names}

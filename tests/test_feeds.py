@@ -224,3 +224,27 @@ def test_a_model_drawn_per_dtype_has_no_inputs_clause():
     report = verify(m, m)
     assert report.ok and report.drawn == {"x": "standard normal"}
     assert "inputs:" not in report.summary()
+
+
+def test_a_model_whose_inputs_reach_no_gather_never_reads_its_constants(monkeypatch):
+    """Finding input kinds reads the model's constants only for a Gather an integer input reaches: at 50k nodes
+    reading them all (and a map of every tensor's readers) was 0.7 s of each verification."""
+    import surgery.feeds as feeds
+
+    def refuse(self):
+        raise AssertionError("the constants were read")
+
+    monkeypatch.setattr(feeds._Tables, "_constants", property(refuse))
+    w = numpy_helper.from_array(np.ones((4, 4), np.float32), "w")
+    graph = helper.make_graph(
+        [
+            helper.make_node("Identity", ["x"], ["x1"]),
+            helper.make_node("MatMul", ["x1", "w"], ["y"]),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
+        [w],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    assert feeds.input_kinds(model) == {}

@@ -366,26 +366,37 @@ def test_qdq_zero_points_and_uint8_dequantize_as_tensorrt_rtx_builds_them():
     assert set(verdicts(weights)) == {"n"} and "dq-uint8-outside-qdq" in verdicts(weights)["n"].checks
 
 
-def test_node_checks_are_chosen_once_per_op_type_and_as_before():
-    # _problems used to filter every check record for every node; the per-op lists must be the same records
-    from surgery.backends.tensorrt.predictor import STATIC_FUNCS
-    from surgery.backends.tensorrt.records import version_tuple
+def test_the_checks_a_node_gets_are_chosen_once_per_op_type_and_are_those_that_apply():
+    """_checks_for memoizes, per (static, op type), the per-node checks that look at the op: the same list for
+    every node of that type, and exactly the checks the full scan over checks.yaml picks."""
+    from surgery.backends.tensorrt.predictor import STATIC_FUNCS, TensorRTStaticBackend
 
-    for version in ("8.2", "8.6", "10.15"):
-        b = make(version)
-        for op in [*b.table["ops"], "NoSuchOp"]:
-            for static in (True, False):
-                old = [
-                    c
-                    for c in b.checks
-                    if not (c.test in ("table", "model") or c.func.startswith(STATIC_FUNCS) is not static)
-                    and not (c.ops and op not in c.ops)
-                ]
-                assert b._checks_for(op, static) == old
-    b = make("8.2")
-    relus = [helper.make_node("Relu", [f"t{i}"], [f"t{i + 1}"], name=f"r{i}") for i in range(50)]
-    b.check(_model(relus, [_vi("t0")], [_vi("t50")]))
-    assert set(b._node_checks) == {("Relu", True), ("Relu", False)}
-    version_tuple.cache_clear()
-    b.check(_model(relus, [_vi("t0")], [_vi("t50")]))
-    assert version_tuple.cache_info().misses <= 4  # parsed once each, not per node
+    backend = TensorRTStaticBackend("10.15")
+    for op in ("Squeeze", "Resize", "Conv", "LayerNormalization", "NoSuchOp"):
+        for static in (True, False):
+            want = [
+                c
+                for c in backend.checks
+                if c.test not in ("table", "model")
+                and c.func.startswith(STATIC_FUNCS) is static
+                and (not c.ops or op in c.ops)
+            ]
+            got = backend._checks_for(static, op)
+            assert got == want
+            assert backend._checks_for(static, op) is got  # chosen once
+
+
+def test_an_int64_constant_read_by_many_nodes_is_read_once_and_flags_each(monkeypatch):
+    #   x(int64) ─▶ Add(c) ─▶ Add(c) ─▶ Add(c) ─▶ y      c = [2**40]
+    import surgery.graph
+
+    reads = []
+    real = surgery.graph.beyond_int32
+    monkeypatch.setattr(surgery.graph, "beyond_int32", lambda t: reads.append(t.name) or real(t))
+    c = numpy_helper.from_array(np.array([2**40], np.int64), "c")
+    names = ["x", "a0", "a1", "y"]
+    nodes = [helper.make_node("Add", [names[k], "c"], [names[k + 1]], name=f"n{k}") for k in range(3)]
+    model = _model(nodes, [_vi("x", TensorProto.INT64, [4])], [_vi("y", TensorProto.INT64, [4])], [c])
+    report = make("8.6").check(model)
+    assert [v.checks for v in report.verdicts] == [("int64-clamped",)] * 3
+    assert reads.count("c") == 1

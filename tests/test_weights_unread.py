@@ -85,9 +85,10 @@ def test_a_model_saved_beside_its_weights_copies_them_file_to_file(
     monkeypatch.setattr(helper_module, "load_external_data_for_model", refuse)
     monkeypatch.setattr(surgery.model, "with_weights", refuse)
     extra = numpy_helper.from_array(np.full((64, 64), 2.0, np.float32), "extra")  # made by a fix: in memory
+    extra2 = numpy_helper.from_array(np.full((32, 64), 3.0, np.float32), "extra2")  # after it in the file
     proto = onnx.ModelProto()
     proto.CopyFrom(m.proto)
-    proto.graph.initializer.append(extra)
+    proto.graph.initializer.extend([extra, extra2])
     out = save_model(proto, tmp_path / "out" / "fixed.onnx", m.base_dir, external=True)
     monkeypatch.undo()
 
@@ -96,7 +97,7 @@ def test_a_model_saved_beside_its_weights_copies_them_file_to_file(
     saved = load_model(out)
     assert [f.location for f in saved.external] == ["fixed.onnx.data"]
     data = (tmp_path / "out" / "fixed.onnx.data").stat().st_size
-    assert data == w.nbytes + b.nbytes + 64 * 64 * 4  # the tied range is copied once
+    assert data == w.nbytes + b.nbytes + 64 * 64 * 4 + 32 * 64 * 4  # the tied range is copied once
     full = with_weights(saved.proto, saved.base_dir)
     assert not has_external_data(full)
     got = {t.name: numpy_helper.to_array(t) for t in full.graph.initializer}
@@ -104,9 +105,30 @@ def test_a_model_saved_beside_its_weights_copies_them_file_to_file(
     np.testing.assert_array_equal(got["w_tied"], w)
     np.testing.assert_array_equal(got["b"], b)
     np.testing.assert_array_equal(got["extra"], 2.0)
+    np.testing.assert_array_equal(got["extra2"], 3.0)
     assert not any(
         p.name.startswith(("fixed", "weights")) for p in path.parent.iterdir() if p.name != "weights.bin"
     )
+
+
+def test_weights_held_in_memory_are_written_beside_at_their_own_offsets(tmp_path):
+    """Every weight in memory (as onnxruntime's quantizer leaves a model): each lands at its own range of the
+    .data file, and the file stays (the offsets once did not advance: every tensor read the first's bytes, and a
+    model with no external weight before lost its .data file)."""
+    values = {f"w{k}": np.full((16, 32), float(k), np.float32) for k in range(3)}
+    graph = helper.make_graph(
+        [helper.make_node("Sum", ["x", *values], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 32])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 32])],
+        [numpy_helper.from_array(v, k) for k, v in values.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    out = save_model(model, tmp_path / "m.onnx", external=True)
+    assert (tmp_path / "m.onnx.data").stat().st_size == sum(v.nbytes for v in values.values())
+    got = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(out)).graph.initializer}
+    for name, value in values.items():
+        np.testing.assert_array_equal(got[name], value)
 
 
 def test_saving_in_one_file_still_reads_the_weights_in(big_external, tmp_path):

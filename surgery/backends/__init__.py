@@ -16,6 +16,13 @@ _CLASSES = {
     "openvino": ("surgery.backends.openvino.check", "OpenVINOBackend"),
     "tvm": ("surgery.backends.tvm.check", "TVMBackend"),
 }
+# what each backend that checks in an isolated worker imports there (surgery.isolate.prewarm starts that worker
+# before the model is read); TensorRT imports whichever of its two packages is installed
+WORKER_IMPORTS = {
+    "openvino": ("openvino", "surgery.backends.openvino.check", "surgery.backends.openvino.build"),
+    "tvm": ("tvm", "tvm.relax.frontend.onnx", "surgery.backends.tvm.check", "surgery.backends.tvm.build"),
+    "tensorrt": ("tensorrt", "tensorrt_rtx", "surgery.backends.tensorrt.worker"),
+}
 _instances: dict[str, Backend] = {}
 _factories: dict[str, object] = {}
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
-
-from onnx import ModelProto
+from typing import TYPE_CHECKING, Any, Protocol
 
 from surgery.text import error_line, first_line, telling_line  # noqa: F401  (re-exported: older imports read them here)
 from surgery.verdict import (  # noqa: F401  (the verdict words, re-exported: one home, surgery/verdict.py)
@@ -27,6 +25,9 @@ from surgery.verdict import (  # noqa: F401  (the verdict words, re-exported: on
     speaker,
     where_said,
 )
+
+if TYPE_CHECKING:  # annotations only: the registry (surgery.backends) imports this without onnx
+    from onnx import ModelProto
 
 
 def package_version(*dists: str) -> str:

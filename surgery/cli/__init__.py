@@ -94,15 +94,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from surgery.model import ModelLoadError
-    from surgery.outputs import OutputError
-
     args = build_parser(argv).parse_args(argv)
     try:
         return args._run(args)
-    except (ModelLoadError, OutputError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130
     except (
@@ -110,6 +104,16 @@ def main(argv: list[str] | None = None) -> int:
     ):  # `check … | head`: the reader has gone; say nothing more, as a killed pipe writer
         _quiet_stdout()
         return EXIT_CLOSED_PIPE
+    except Exception as exc:
+        # imported here, not before the command runs: surgery.model imports onnx (0.3 s), and `check` starts its
+        # backend's worker first (surgery.isolate.prewarm), so that its start overlaps that import
+        from surgery.model import ModelLoadError
+        from surgery.outputs import OutputError
+
+        if isinstance(exc, (ModelLoadError, OutputError)):
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        raise
 
 
 def _quiet_stdout() -> None:

@@ -178,7 +178,21 @@ def _text(reports, model, show_all: bool, suggestions: dict) -> str:
     return "\n".join(lines)
 
 
+def _prewarm(targets: list[str]) -> None:
+    """Start the isolated worker of the targets that check in one (OpenVINO, TVM, TensorRT), importing their
+    backends, before anything else: its start then overlaps this process's imports and the model's reading
+    (surgery.isolate.prewarm). One worker for all: the targets are checked one after another, each call in it."""
+    from surgery.backends import WORKER_IMPORTS
+    from surgery.isolate import prewarm
+
+    modules = [m for t in dict.fromkeys(targets) for m in WORKER_IMPORTS.get(t, ())]
+    if modules:
+        prewarm(list(dict.fromkeys(modules)))
+
+
 def run(args) -> int:
+    targets = args.target or ["onnxruntime"]
+    _prewarm(targets)
     from surgery.backends import UnknownBackend
     from surgery.backends.probe import CACHE, use_disk_cache
     from surgery.diagnose import check_model
@@ -186,7 +200,6 @@ def run(args) -> int:
     from surgery.partition import partition
 
     model = load(args)
-    targets = args.target or ["onnxruntime"]
     previous = CACHE.directory
     if not args.no_cache:
         use_disk_cache()

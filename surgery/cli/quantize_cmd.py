@@ -99,7 +99,7 @@ def run(args) -> int:
         return bad(str(exc))
     out = written["-o"]
     try:
-        check_quantizable(model.proto)
+        check_quantizable(model.proto, args.exclude or ())
         src = parse_source(args.calib)
         calib = Calibration(model.proto, src.spec, args.seed)  # every refusal before any work
         digest = calibration_digest(src)
@@ -130,7 +130,7 @@ def run(args) -> int:
         return bad(str(exc))
     clear()
     try:
-        numbers, used = compare(model.proto, quantized, calib)
+        numbers, used = compare(model.proto, quantized, calib, base_dir=model.base_dir)
     except Exception as exc:  # the model is quantized; only the comparison is missing
         from surgery.text import error_line
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import numpy as np
 from onnx import NodeProto, TensorProto, helper, numpy_helper
 
-from surgery.graph import GraphFacts, beyond_int32, opset_of
+from surgery.graph import GraphFacts, opset_of
 
 # -- the tests the records name ------------------------------------------------------------------------------------
 
@@ -97,9 +97,8 @@ def t_squeeze_without_axes_dynamic(node, facts):
 def int64_out_of_int32(facts: GraphFacts, node: NodeProto):
     """(input index, name, first values) of INT64 constants of `node` with values outside the INT32 range."""
     for k, x in enumerate(node.input):
-        t = facts.weights_tensor(x)
-        if t is not None and beyond_int32(t).size:
-            yield k, x, numpy_helper.to_array(t).reshape(-1)[:4].tolist()
+        if facts.weights_beyond_int32(x).size:
+            yield k, x, numpy_helper.to_array(facts.weights_tensor(x)).reshape(-1)[:4].tolist()
 
 
 def t_int64_data_out_of_int32(node, facts):
