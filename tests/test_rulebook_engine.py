@@ -309,3 +309,42 @@ def test_proposals_for_one_node_are_those_a_run_over_every_node_gives_it():
         for key in {p.node for p in every} | {model.graph.node[0].name or "?"}:
             mine = propose(model, rules, values={"shape": [1, 3, 8, 8]}, only={key})
             assert [str(p) for p in mine] == [str(p) for p in every if p.node == key], (name, key)
+
+
+def test_matching_reads_outcomes_without_writing_reasons(monkeypatch):
+    # matching a 50k-node model wrote a reason for every condition of every rule; matches() reads outcomes
+    # alone, and must agree with the explained outcomes on every rule's example and near miss
+    from surgery.graph import TensorInfo
+    from surgery.rulebook.fixture import fixture
+    from surgery.rulebook.matcher import Context, explain_node, matches
+
+    models = []
+    for rule in load_rules():
+        if rule.example.get("graph"):
+            fx = fixture(rule)
+            models += [fx.model] + ([fx.near_miss] if fx.near_miss is not None else [])
+    rules = load_rules()
+    pairs = 0
+    for model in models:
+        ctx = Context(model)
+        for node in model.graph.node:
+            for rule in rules:
+                said = explain_node(ctx, rule, node)
+                assert all(why for _, why in said)
+                assert matches(ctx, rule, node) == all(ok for ok, _ in said)
+                pairs += 1
+    assert pairs > 1000
+
+    def no_text(self):
+        raise AssertionError("a reason was written while matching")
+
+    monkeypatch.setattr(TensorInfo, "shape_str", no_text)
+    dyn = load_rule_text(
+        "id: t\ntitle: t\nwhat: t.\nwhy: t.\ntargets: {tensorrt-static: '*'}\nanswers: [x]\n"
+        "match:\n  op: Relu\n  inputs:\n    0: {dynamic: false, rank: 4}\n"
+        "fix:\n  primitive: fold_constants\n  params: {tensors: ['$input[0]']}\nsafety: exact\n"
+    )
+    model = onnx.parser.parse_model(
+        '<ir_version: 8, opset_import: ["" : 13]>\ng (float[n,3] x) => (float[n,3] y) { y = Relu (x) }'
+    )
+    assert not matches(Context(model), dyn, model.graph.node[0])

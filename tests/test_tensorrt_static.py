@@ -19,7 +19,7 @@ from surgery.backends.tensorrt.records import (
 from surgery.rulebook import load_rules
 from surgery.rulebook.matcher import Context
 from surgery.rulebook.suggest import rules_for
-from surgery.samples import build, lessons
+from surgery.samples import SAMPLES, build, lessons
 from surgery.usecases.lesson import failure
 from surgery.verdict import Stage, Status
 
@@ -400,3 +400,63 @@ def test_an_int64_constant_read_by_many_nodes_is_read_once_and_flags_each(monkey
     report = make("8.6").check(model)
     assert [v.checks for v in report.verdicts] == [("int64-clamped",)] * 3
     assert reads.count("c") == 1
+
+
+def test_int64_weights_are_looked_up_once_per_weight_not_per_input(monkeypatch):
+    #   x(int64) ─▶ Add(c) ─▶ Add(k) ─▶ Add(c) ─▶ ... ─▶ y      c = [2**40] (beyond INT32), k = Constant [1]
+    from surgery.graph import GraphFacts
+
+    asked = []
+    real = GraphFacts.weights_beyond_int32
+    monkeypatch.setattr(GraphFacts, "weights_beyond_int32", lambda f, x: asked.append(x) or real(f, x))
+    c = numpy_helper.from_array(np.array([2**40], np.int64), "c")
+    k = helper.make_node(
+        "Constant", [], ["k"], name="k", value=numpy_helper.from_array(np.array([1], np.int64))
+    )
+    names = ["x", *(f"a{i}" for i in range(39)), "y"]
+    adds = [helper.make_node("Add", [names[i], "ck"[i % 2]], [names[i + 1]], name=f"n{i}") for i in range(40)]
+    model = _model([k, *adds], [_vi("x", TensorProto.INT64, [4])], [_vi("y", TensorProto.INT64, [4])], [c])
+    report = make("8.6").check(model)
+    flagged = [v.node for v in report.verdicts if v.checks == ("int64-clamped",)]
+    assert flagged == [f"n{i}" for i in range(0, 40, 2)]  # the ones reading c, each flagged as before
+    assert sorted(asked) == ["c", "k"]  # was every input of every node: 80 lookups
+
+
+def test_int64_inputs_found_from_the_weights_are_those_found_input_by_input():
+    # the names found once per facts must be exactly the inputs the per-input question flags, on real models
+    from surgery.backends.tensorrt.predicates import int64_out_of_int32
+    from surgery.graph import GraphFacts
+
+    big = numpy_helper.from_array(np.array([2**40, 3], np.int64))
+    nodes = [
+        helper.make_node("Constant", [], ["k"], value=big),  # a Constant's value: a weight
+        helper.make_node(
+            "Constant", [], ["z"], domain="com.x", value=big
+        ),  # not a standard Constant: not one
+        helper.make_node("Add", ["x", "k"], ["a"], name="n0"),
+        helper.make_node("Add", ["a", "z"], ["b"], name="n1"),
+        helper.make_node("Add", ["b", "c"], ["y"], name="n2"),
+    ]
+    c = numpy_helper.from_array(np.array([-(2**40)], np.int64), "c")
+    model = _model(
+        nodes,
+        [_vi("x", TensorProto.INT64, [2])],
+        [_vi("y", TensorProto.INT64, [2])],
+        [c],
+        extra_opsets=["com.x"],
+    )
+    for m in [model, *(build(s) for s in SAMPLES)]:
+        facts = GraphFacts.of(m)
+        for node in m.graph.node:
+            want = [
+                (i, x, numpy_helper.to_array(facts.weights_tensor(x)).reshape(-1)[:4].tolist())
+                for i, x in enumerate(node.input)
+                if facts.weights_beyond_int32(x).size
+            ]
+            assert list(int64_out_of_int32(facts, node)) == want
+    facts = GraphFacts.of(model)
+    assert [list(int64_out_of_int32(facts, n)) for n in model.graph.node[2:]] == [
+        [(1, "k", [2**40, 3])],
+        [],
+        [(1, "c", [-(2**40)])],
+    ]

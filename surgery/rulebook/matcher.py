@@ -70,18 +70,20 @@ def _chain_ok(ctx: Context, tensor: str, chain: list) -> tuple[bool, str]:
 
 
 def _input_condition(
-    ctx: Context, node: NodeProto, index: int, cond: dict, stop: bool = False
+    ctx: Context, node: NodeProto, index: int, cond: dict, stop: bool = False, explain: bool = True
 ) -> list[tuple[bool, str]]:
-    """The input's conditions with their outcome and reason; `stop`: up to the first that fails (matching)."""
+    """The input's conditions with their outcome and reason; `stop`: up to the first that fails (matching);
+    `explain`: False leaves the reasons empty (matching reads the outcomes alone: at 50k nodes, writing every
+    reason of every rule is seconds)."""
     facts = ctx.facts
     name = node.input[index] if index < len(node.input) else ""
     checks = []
     if "missing" in cond:
         ok = (name == "") == bool(cond["missing"])
-        checks.append((ok, f"input {index} is {'absent' if not name else repr(name)}"))
+        checks.append((ok, f"input {index} is {'absent' if not name else repr(name)}" if explain else ""))
         return checks
     if not name:
-        return [(False, f"input {index} is absent")]
+        return [(False, f"input {index} is absent" if explain else "")]
     info = None
     for key, want in cond.items():
         if stop and checks and not checks[-1][0]:
@@ -90,109 +92,118 @@ def _input_condition(
             info = facts.info(name)
         if key == "constant":
             got = facts.is_constant(name)
-            checks.append(
-                (
-                    got == want,
-                    f"input {index} '{name}' is {'' if got else 'not '}computed only from constants",
-                )
+            why = (
+                f"input {index} '{name}' is {'' if got else 'not '}computed only from constants"
+                if explain
+                else ""
             )
+            checks.append((got == want, why))
         elif key == "foldable":
             got = name in ctx.foldable
-            checks.append(
-                (
-                    got == want,
-                    f"input {index} '{name}' is {'' if got else 'not '}foldable (constants and "
-                    "static shapes)",
-                )
+            why = (
+                f"input {index} '{name}' is {'' if got else 'not '}foldable (constants and static shapes)"
+                if explain
+                else ""
             )
+            checks.append((got == want, why))
         elif key == "initializer":
             got = name in facts.initializers
-            checks.append((got == want, f"input {index} '{name}' is {'' if got else 'not '}an initializer"))
+            why = f"input {index} '{name}' is {'' if got else 'not '}an initializer" if explain else ""
+            checks.append((got == want, why))
         elif key == "weights":  # TensorRT's is_weights(): an initializer or a Constant node's output
             got = facts.is_weights(name)
-            checks.append(
-                (
-                    got == want,
-                    f"input {index} '{name}' is {'' if got else 'not '}a weight (initializer or Constant output)",
-                )
+            why = (
+                f"input {index} '{name}' is {'' if got else 'not '}a weight (initializer or Constant output)"
+                if explain
+                else ""
             )
+            checks.append((got == want, why))
         elif key == "graph_input":
             got = name in facts.graph_inputs
-            checks.append((got == want, f"input {index} '{name}' is {'' if got else 'not '}a graph input"))
+            why = f"input {index} '{name}' is {'' if got else 'not '}a graph input" if explain else ""
+            checks.append((got == want, why))
         elif key == "dtype":
             got = info.dtype_name
-            checks.append((got == want, f"input {index} '{name}' has type {got}"))
+            checks.append((got == want, f"input {index} '{name}' has type {got}" if explain else ""))
         elif key == "rank_known":
             got = info.shape is not None
-            checks.append(
-                (got == want, f"input {index} '{name}' has {'a known' if got else 'an unknown'} rank")
-            )
+            why = f"input {index} '{name}' has {'a known' if got else 'an unknown'} rank" if explain else ""
+            checks.append((got == want, why))
         elif key == "rank":
             got = info.rank
             ranks = want if isinstance(want, list) else [want]
-            checks.append(
-                (got in ranks, f"input {index} '{name}' has rank {got if got is not None else 'unknown'}")
+            why = (
+                f"input {index} '{name}' has rank {got if got is not None else 'unknown'}" if explain else ""
             )
+            checks.append((got in ranks, why))
         elif key == "dynamic":
             got = info.is_dynamic
-            checks.append(
-                (
-                    got == want,
-                    f"input {index} '{name}' has a {'dynamic' if got else 'static'} shape {info.shape_str()}",
-                )
+            why = (
+                f"input {index} '{name}' has a {'dynamic' if got else 'static'} shape {info.shape_str()}"
+                if explain
+                else ""
             )
+            checks.append((got == want, why))
         elif key == "produced_by":
             ok, why = _chain_ok(ctx, name, list(want))
-            checks.append((ok, f"input {index} {why}"))
+            checks.append((ok, f"input {index} {why}" if explain else ""))
         elif key == "int64_out_of_int32":
             got = name in ctx.out_of_int32
-            checks.append(
-                (
-                    got == want,
-                    f"input {index} '{name}' {'holds' if got else 'holds no'} INT64 values "
-                    "outside the INT32 range",
-                )
+            why = (
+                f"input {index} '{name}' {'holds' if got else 'holds no'} INT64 values outside the INT32 range"
+                if explain
+                else ""
             )
+            checks.append((got == want, why))
         elif key == "producer_not":
             producer = facts.producer_of(name)
             got = producer.op_type if producer is not None else None
-            checks.append((got not in want, f"input {index} '{name}' is made by {got or 'no node'}"))
+            why = f"input {index} '{name}' is made by {got or 'no node'}" if explain else ""
+            checks.append((got not in want, why))
         elif key == "position":
-            checks.append((index in want, f"input {index} '{name}' is at position {index}"))
+            checks.append(
+                (index in want, f"input {index} '{name}' is at position {index}" if explain else "")
+            )
         elif key == "readers":
             readers = {n.op_type for n in facts.consumers_of(name)}
             ok = readers <= set(want)
-            checks.append((ok, f"input {index} '{name}' is read by {sorted(readers)}"))
+            checks.append((ok, f"input {index} '{name}' is read by {sorted(readers)}" if explain else ""))
     return checks
 
 
-def explain_node(ctx: Context, rule: Rule, node: NodeProto, stop: bool = False) -> list[tuple[bool, str]]:
+def explain_node(
+    ctx: Context, rule: Rule, node: NodeProto, stop: bool = False, explain: bool = True
+) -> list[tuple[bool, str]]:
     """Every condition of the rule on this node, with its outcome and reason; `stop`: up to the first that
-    fails (what matching needs: at 50k nodes, explaining every condition of every rule is seconds)."""
+    fails (what matching needs: at 50k nodes, explaining every condition of every rule is seconds); `explain`:
+    False leaves the reasons empty (matching reads the outcomes alone)."""
+    seen, bad = 0, False  # what failed() has looked at: each outcome once, not again at every condition
 
     def failed() -> bool:
-        return stop and not all(ok for ok, _ in out)
+        nonlocal seen, bad
+        if stop and not bad:
+            bad = not all(ok for ok, _ in out[seen:])
+            seen = len(out)
+        return bad
 
     m = rule.match
     ops = m["op"] if isinstance(m["op"], list) else [m["op"]]
+    is_op = node.op_type in ops or "*" in ops
     out = [
-        (
-            node.op_type in ops or "*" in ops,
-            f"op is {node.op_type}" + ("" if node.op_type in ops or "*" in ops else f", not {'/'.join(ops)}"),
-        )
+        (is_op, (f"op is {node.op_type}" + ("" if is_op else f", not {'/'.join(ops)}")) if explain else "")
     ]
     calls = (node.domain or "", node.op_type) in ctx.facts.functions
     if "local_function" in m:
         want = bool(m["local_function"])
-        out.append(
-            (calls == want, f"the node {'calls' if calls else 'does not call'} a model-local function")
-        )
+        why = f"the node {'calls' if calls else 'does not call'} a model-local function" if explain else ""
+        out.append((calls == want, why))
     if "domain" in m:
         want = m["domain"] or ""
         got = node.domain if node.domain not in ("ai.onnx",) else ""
-        out.append((got == want, f"domain is '{got}'" + ("" if got == want else f", not '{want}'")))
+        why = (f"domain is '{got}'" + ("" if got == want else f", not '{want}'")) if explain else ""
+        out.append((got == want, why))
     elif node.domain not in ("", "ai.onnx") and not m.get("local_function"):
-        out.append((False, f"domain is '{node.domain}'; the rule is for standard ops"))
+        out.append((False, f"domain is '{node.domain}'; the rule is for standard ops" if explain else ""))
     if not out[0][0] or failed():
         return out
     for name, cond in (m.get("attrs") or {}).items():
@@ -200,48 +211,43 @@ def explain_node(ctx: Context, rule: Rule, node: NodeProto, stop: bool = False) 
         for key, want in cond.items():
             if failed():
                 return out
+            said = f"attribute {name} = {value!r}" if explain else ""
             if key == "eq":
                 out.append(
-                    (
-                        value == want,
-                        f"attribute {name} = {value!r}" + ("" if value == want else f", not {want!r}"),
-                    )
+                    (value == want, said + ("" if value == want or not explain else f", not {want!r}"))
                 )
             elif key == "ne":
-                out.append((value != want, f"attribute {name} = {value!r}"))
+                out.append((value != want, said))
             elif key == "in":
-                out.append((value in want, f"attribute {name} = {value!r}"))
+                out.append((value in want, said))
             elif key == "not_in":
-                out.append((value not in want, f"attribute {name} = {value!r}"))
-            elif key == "missing":
+                out.append((value not in want, said))
+            elif key in ("missing", "present"):
+                ok = (value is None) == bool(want) if key == "missing" else (value is not None) == bool(want)
                 out.append(
-                    (
-                        (value is None) == bool(want),
-                        f"attribute {name} is {'absent' if value is None else 'set'}",
-                    )
-                )
-            elif key == "present":
-                out.append(
-                    (
-                        (value is not None) == bool(want),
-                        f"attribute {name} is {'absent' if value is None else 'set'}",
-                    )
+                    (ok, f"attribute {name} is {'absent' if value is None else 'set'}" if explain else "")
                 )
     for index, cond in (m.get("inputs") or {}).items():
         if failed():
             return out
-        out += _input_condition(ctx, node, int(index), cond, stop)
+        out += _input_condition(ctx, node, int(index), cond, stop, explain)
     if failed():
         return out
     if "any_input" in m:
-        results = (_input_condition(ctx, node, i, m["any_input"], stop) for i in range(len(node.input)))
+        results = (
+            _input_condition(ctx, node, i, m["any_input"], stop, explain) for i in range(len(node.input))
+        )
         hit = next((r for r in results if r and all(ok for ok, _ in r)), None)
         out.append(
             (
                 hit is not None,
-                hit[-1][1]
-                if hit
-                else "no input meets " + ", ".join(f"{k}={v}" for k, v in m["any_input"].items()),
+                (
+                    hit[-1][1]
+                    if hit
+                    else "no input meets " + ", ".join(f"{k}={v}" for k, v in m["any_input"].items())
+                )
+                if explain
+                else "",
             )
         )
     if "any_output_read" in m:
@@ -253,18 +259,17 @@ def explain_node(ctx: Context, rule: Rule, node: NodeProto, stop: bool = False) 
             and node.output[i]
             and (node.output[i] in facts.graph_outputs or facts.consumers.get(node.output[i]))
         ]
-        names = ", ".join(f"{i} '{node.output[i]}'" for i in read)
-        out.append(
-            (
-                bool(read),
-                f"output {names} is read" if read else f"no output of {m['any_output_read']} is read",
-            )
-        )
+        if explain:
+            names = ", ".join(f"{i} '{node.output[i]}'" for i in read)
+            why = f"output {names} is read" if read else f"no output of {m['any_output_read']} is read"
+        out.append((bool(read), why if explain else ""))
     if "outputs_are_graph_outputs" in m:
         outs = {o.name for o in ctx.model.graph.output}
         got = all(o in outs for o in node.output if o)
         want = bool(m["outputs_are_graph_outputs"])
-        out.append((got == want, f"its outputs are {'' if got else 'not '}all graph outputs"))
+        out.append(
+            (got == want, f"its outputs are {'' if got else 'not '}all graph outputs" if explain else "")
+        )
     return out
 
 
@@ -281,7 +286,7 @@ def matched_any_input(ctx: Context, rule: Rule, node: NodeProto) -> str | None:
 
 
 def matches(ctx: Context, rule: Rule, node: NodeProto) -> bool:
-    return all(ok for ok, _ in explain_node(ctx, rule, node, stop=True))
+    return all(ok for ok, _ in explain_node(ctx, rule, node, stop=True, explain=False))
 
 
 def describe_dtype(code: int) -> str:
