@@ -3,7 +3,6 @@ when the node passes, else the values its words and explanation need ({"detail":
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable
 
 import numpy as np
@@ -95,31 +94,9 @@ def t_squeeze_without_axes_dynamic(node, facts):
     return None
 
 
-_BEYOND: tuple = (None, frozenset())  # (a weak reference to the facts, their weights_beyond_int32 names)
-
-
-def weights_beyond_int32_names(facts: GraphFacts) -> frozenset[str]:
-    """The tensors whose `facts.weights_beyond_int32` is not empty, found once per facts: the predictor asks
-    about every input of every node (twice per node: the check and the Slice note), and at 50k nodes asking
-    the facts input by input was a fifth of a check. Only weights can qualify: initializers and the outputs
-    of Constant nodes (the tensors `weights_tensor` can return a value for). The last facts are remembered
-    weakly, so a check keeps no earlier model alive."""
-    global _BEYOND
-    ref, names = _BEYOND
-    if ref is not None and ref() is facts:
-        return names
-    candidates = set(facts.initializers)
-    for node in facts.model.graph.node:
-        if node.op_type == "Constant":
-            candidates.update(node.output)
-    names = frozenset(x for x in candidates if x and facts.weights_beyond_int32(x).size)
-    _BEYOND = (weakref.ref(facts), names)
-    return names
-
-
 def int64_out_of_int32(facts: GraphFacts, node: NodeProto):
     """(input index, name, first values) of INT64 constants of `node` with values outside the INT32 range."""
-    beyond = weights_beyond_int32_names(facts)
+    beyond = facts.weights_beyond_int32_names
     if beyond.isdisjoint(node.input):
         return
     for k, x in enumerate(node.input):
