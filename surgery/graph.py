@@ -10,6 +10,7 @@ import dataclasses
 import threading
 from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 
@@ -576,6 +577,7 @@ def scope_facts(
     else:
         m.opset_import.extend(outer.model.opset_import)
         m.graph.CopyFrom(body)
+        copied_reads(body, m.graph)  # the copy's declared pass below reads its bodies' outer names again
         if typed is not None:
             del m.graph.value_info[:]
             m.graph.value_info.extend(typed.value_info)
@@ -667,7 +669,55 @@ def all_inputs(node: NodeProto) -> list[str]:
     return names
 
 
+# `outer_reads` by graph object while `reads_memo()` is open (per thread): {id(graph): (graph, reads)}. A body's
+# outer reads walk every body nested in it, and each enclosing scope's facts read them again through the node
+# holding the body: a fold that builds the facts of a body 4 levels deep walks the deepest bodies 4+ times.
+_READS = threading.local()
+
+
+@contextmanager
+def reads_memo():
+    """Inside, each GraphProto's `outer_reads` are computed once. Only for stretches that edit no graph: an edit
+    made while it is open is not seen (the memo is keyed by object, not content). Nested use shares the outer
+    memo."""
+    if getattr(_READS, "memo", None) is not None:
+        yield
+        return
+    _READS.memo = {}
+    try:
+        yield
+    finally:
+        _READS.memo = None
+
+
+def copied_reads(src: onnx.GraphProto, dst: onnx.GraphProto) -> None:
+    """`dst` was just copied from `src`: inside `reads_memo()`, its nodes' bodies read what `src`'s do, noted
+    without walking the copies (a no-op outside)."""
+    memo = getattr(_READS, "memo", None)
+    if memo is None:
+        return
+    bodiless = _standard_ops_without_bodies()
+    for a, b in zip(src.node, dst.node):
+        if a.op_type in bodiless and a.domain in ("", "ai.onnx"):
+            continue
+        for x, y in zip(a.attribute, b.attribute):
+            pairs = ((x.g, y.g),) if x.type == _GRAPH else zip(x.graphs, y.graphs)
+            for g, h in pairs:
+                memo[id(h)] = (h, outer_reads(g))
+
+
 def outer_reads(graph: onnx.GraphProto) -> list[str]:
+    memo = getattr(_READS, "memo", None)
+    if memo is None:
+        return _outer_reads(graph)
+    hit = memo.get(id(graph))
+    if hit is None or hit[0] is not graph:
+        # the graph is held with its reads: its id cannot name another object while the memo lives
+        hit = memo[id(graph)] = (graph, _outer_reads(graph))
+    return list(hit[1])
+
+
+def _outer_reads(graph: onnx.GraphProto) -> list[str]:
     local = {i.name for i in graph.input} | {t.name for t in graph.initializer}
     for n in graph.node:
         local.update(o for o in n.output if o)

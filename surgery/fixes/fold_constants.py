@@ -25,6 +25,7 @@ from surgery.graph import (
     constant_tensor,
     folds_through,
     light_copy,
+    reads_memo,
 )
 from surgery.text import first_line
 
@@ -234,16 +235,22 @@ def _keep_nodes(graph: onnx.GraphProto, keep: list[int]) -> None:
     graph.node.extend(kept_nodes)
 
 
-def _remove_dead(graph: onnx.GraphProto, removable: set[int]) -> None:
+def _remove_dead(
+    graph: onnx.GraphProto, removable: set[int], reads: list[list[str]] | None = None
+) -> list[list[str]]:
     """Drop removable nodes nobody reads any more (transitively, in one backward sweep), then initializers
-    nobody reads."""
+    nobody reads. `reads`: each node's `all_inputs`, where the caller has them for these very nodes. Returns
+    those of the nodes left."""
     nodes = graph.node
     producer = {o: i for i, n in enumerate(nodes) for o in n.output if o}
+    # each node's reads once: a node holding a body reads through every body nested in it (a walk of them all)
+    if reads is None:
+        reads = [all_inputs(n) for n in nodes]
     alive = [i not in removable for i in range(len(nodes))]
     stack = [o.name for o in graph.output]
-    for i, n in enumerate(nodes):
+    for i in range(len(nodes)):
         if alive[i]:
-            stack.extend(all_inputs(n))
+            stack.extend(reads[i])
     seen: set[str] = set()
     while stack:
         t = stack.pop()
@@ -253,11 +260,11 @@ def _remove_dead(graph: onnx.GraphProto, removable: set[int]) -> None:
         i = producer.get(t)
         if i is not None and not alive[i]:
             alive[i] = True
-            stack.extend(all_inputs(nodes[i]))
+            stack.extend(reads[i])
     keep = [i for i in range(len(nodes)) if alive[i]]
     if len(keep) != len(nodes):
         _keep_nodes(graph, keep)
-    read = {o.name for o in graph.output} | {x for n in graph.node for x in all_inputs(n)}
+    read = {o.name for o in graph.output} | {x for i in keep for x in reads[i]}
     unused = [k for k, t in enumerate(graph.initializer) if t.name not in read]
     gone = {graph.initializer[k].name for k in unused}
     for k in reversed(unused):
@@ -266,6 +273,7 @@ def _remove_dead(graph: onnx.GraphProto, removable: set[int]) -> None:
     stale = [k for k, vi in enumerate(graph.input) if vi.name in gone and vi.name not in read]
     for k in reversed(stale):
         del graph.input[k]
+    return [reads[i] for i in keep]
 
 
 @register(
@@ -494,12 +502,17 @@ def _fold_in(model: ModelProto, path: str, tensors, options, *, raise_errors: bo
     is_function = isinstance(holder, onnx.FunctionProto)
     if tensors is None and not holder.node:
         return ""
-    if tensors is None and _only_constants_fold(holder, _never_constant(model, path)):
-        _constants_to_initializers(holder)
-        return ""
-    typed = _typed(model) if any(n.op_type in ("Shape", "Size") for n in holder.node) else None
+    # nothing is edited until the first round: the bodies' outer reads are walked once for all the scopes' facts
+    with reads_memo():
+        if tensors is None and _only_constants_fold(holder, _never_constant(model, path)):
+            _constants_to_initializers(holder)
+            return ""
+        typed = _typed(model) if any(n.op_type in ("Shape", "Size") for n in holder.node) else None
+        try:
+            facts = _scope_facts(model, path, typed)
+        except Exception as exc:  # noqa: BLE001 - as below
+            return _body_failed(path, exc, raise_errors)
     try:
-        facts = _scope_facts(model, path, typed)
         work = ModelProto()
         work.CopyFrom(facts.model)  # the body as a graph, with the outer tensors' types
         for _ in range(1 if tensors is not None else 8):
@@ -512,10 +525,7 @@ def _fold_in(model: ModelProto, path: str, tensors, options, *, raise_errors: bo
             facts = _refresh(facts, work)
         _toposort_in_place(work.graph)
     except Exception as exc:  # noqa: BLE001 - a body that cannot fold is skipped (or refused) whole
-        why = first_line(str(exc)) or type(exc).__name__
-        if raise_errors:
-            raise FixError(f"folding inside {path}: {why}") from None
-        return why
+        return _body_failed(path, exc, raise_errors)
     if is_function:  # a function has no initializers: what folded becomes Constant nodes at its start
         consts = [
             helper.make_node("Constant", [], [t.name], name=f"{t.name}/Constant", value=t)
@@ -529,6 +539,14 @@ def _fold_in(model: ModelProto, path: str, tensors, options, *, raise_errors: bo
         del holder.initializer[:]
         holder.initializer.extend(work.graph.initializer)
     return ""
+
+
+def _body_failed(path: str, exc: Exception, raise_errors: bool) -> str:
+    """Why folding inside the body at `path` failed (raised as FixError with raise_errors)."""
+    why = first_line(str(exc)) or type(exc).__name__
+    if raise_errors:
+        raise FixError(f"folding inside {path}: {why}") from None
+    return why
 
 
 def _never_constant(model: ModelProto, path: str = "") -> set[str]:
@@ -623,7 +641,8 @@ def _refresh(facts: GraphFacts, work: ModelProto) -> GraphFacts:
 
     if facts.parent is None:  # a function folded as a graph of its own: formal inputs are its inputs
         return GraphFacts.of(work, infer=False)
-    return scope_facts(facts.parent, work.graph, path=facts.path, typed=facts.typed)
+    with reads_memo():  # no edit while the facts are built: the body's nested bodies are walked once
+        return scope_facts(facts.parent, work.graph, path=facts.path, typed=facts.typed)
 
 
 def _typed(model: ModelProto) -> ModelProto | None:
@@ -720,94 +739,103 @@ def _fold_once(
     shape inference reads (a small initializer) and the shape values of this round did not know it. Otherwise
     the next round's facts are this round's (the shapes follow from the same values) and it would fold
     nothing."""
-    graph = model.graph
-    facts = _facts(model) if facts is None else facts
-    const, known = _foldable(model, facts)
-    if facts.parent is not None:
-        known.update(_outer_values(facts, base_dir))
-    outputs = {o.name for o in graph.output}
-    if tensors is not None:
-        missing = [t for t in tensors if t not in const]
-        if missing:
-            t = missing[0]
-            producer = facts.producer_of(t)
-            who = (
-                f"produced by {producer.op_type} '{producer.name}'"
-                if producer is not None
-                else "a graph input"
+    # up to the first edit below the model is only read: each body's outer reads are walked once
+    with reads_memo():
+        graph = model.graph
+        facts = _facts(model) if facts is None else facts
+        const, known = _foldable(model, facts)
+        if facts.parent is not None:
+            known.update(_outer_values(facts, base_dir))
+        outputs = {o.name for o in graph.output}
+        if tensors is not None:
+            missing = [t for t in tensors if t not in const]
+            if missing:
+                t = missing[0]
+                producer = facts.producer_of(t)
+                who = (
+                    f"produced by {producer.op_type} '{producer.name}'"
+                    if producer is not None
+                    else "a graph input"
+                )
+                raise FixError(
+                    f"tensor '{t}' is not computed only from constants ({who} depends on a graph input or a "
+                    "dynamic shape). Note: freeze the input shapes first, or fold another tensor"
+                )
+            targets = [t for t in tensors if t not in facts.initializers]
+        else:
+            targets = []
+            for i in facts.order:
+                node = graph.node[i]
+                if all(o in const for o in node.output if o):
+                    continue  # a foldable node: its outputs are folded only where a non-foldable reader needs them
+                for x in all_inputs(node):
+                    if x in const and x not in facts.initializers and x not in targets:
+                        targets.append(x)
+            targets += [o for o in outputs if o in const and o not in facts.initializers and o not in targets]
+        # If nodes whose condition folds
+        ifs = [
+            i
+            for i in facts.order
+            if graph.node[i].op_type == "If"
+            and graph.node[i].input[0] in const
+            and inline_if
+            and all(o not in const for o in graph.node[i].output)
+        ]
+        cond_targets = [
+            graph.node[i].input[0] for i in ifs if graph.node[i].input[0] not in facts.initializers
+        ]
+        targets = [t for t in targets if t not in facts.free]
+        eval_targets = list(dict.fromkeys(targets + cond_targets))
+        if not eval_targets and not ifs:
+            return False
+        if limit is not None:  # refuse before computing what the shapes already show is too big
+            for t in targets:
+                info = facts.info(t)
+                numel = info.numel()
+                if numel is not None and info.dtype:
+                    nbytes = numel * helper.tensor_dtype_to_np_dtype(info.dtype).itemsize
+                    if nbytes > limit:
+                        raise _too_big(facts, t, nbytes, limit)
+        values = _evaluate(model, facts, eval_targets, known, base_dir) if eval_targets else {}
+        if limit is not None:
+            for t in targets:
+                if np.asarray(values[t]).nbytes > limit:
+                    raise _too_big(facts, t, int(np.asarray(values[t]).nbytes), limit)
+        branches = []  # (the If's outputs, which branch runs)
+        for i in ifs:
+            cond_name = graph.node[i].input[0]
+            cond = (
+                values[cond_name]
+                if cond_name in values
+                else numpy_helper.to_array(facts.initializers[cond_name])
             )
-            raise FixError(
-                f"tensor '{t}' is not computed only from constants ({who} depends on a graph input or a "
-                "dynamic shape). Note: freeze the input shapes first, or fold another tensor"
-            )
-        targets = [t for t in tensors if t not in facts.initializers]
-    else:
-        targets = []
-        for i in facts.order:
-            node = graph.node[i]
-            if all(o in const for o in node.output if o):
-                continue  # a foldable node: its outputs are folded only where a non-foldable reader needs them
-            for x in all_inputs(node):
-                if x in const and x not in facts.initializers and x not in targets:
-                    targets.append(x)
-        targets += [o for o in outputs if o in const and o not in facts.initializers and o not in targets]
-    # If nodes whose condition folds
-    ifs = [
-        i
-        for i in facts.order
-        if graph.node[i].op_type == "If"
-        and graph.node[i].input[0] in const
-        and inline_if
-        and all(o not in const for o in graph.node[i].output)
-    ]
-    cond_targets = [graph.node[i].input[0] for i in ifs if graph.node[i].input[0] not in facts.initializers]
-    targets = [t for t in targets if t not in facts.free]
-    eval_targets = list(dict.fromkeys(targets + cond_targets))
-    if not eval_targets and not ifs:
-        return False
-    if limit is not None:  # refuse before computing what the shapes already show is too big
-        for t in targets:
-            info = facts.info(t)
-            numel = info.numel()
-            if numel is not None and info.dtype:
-                nbytes = numel * helper.tensor_dtype_to_np_dtype(info.dtype).itemsize
-                if nbytes > limit:
-                    raise _too_big(facts, t, nbytes, limit)
-    values = _evaluate(model, facts, eval_targets, known, base_dir) if eval_targets else {}
-    if limit is not None:
-        for t in targets:
-            if np.asarray(values[t]).nbytes > limit:
-                raise _too_big(facts, t, int(np.asarray(values[t]).nbytes), limit)
-    branches = []  # (the If's outputs, which branch runs)
-    for i in ifs:
-        cond_name = graph.node[i].input[0]
-        cond = (
-            values[cond_name] if cond_name in values else numpy_helper.to_array(facts.initializers[cond_name])
-        )
-        branches.append((list(graph.node[i].output), bool(np.asarray(cond).reshape(-1)[0])))
-    # foldable nodes, and Shape nodes of partly dynamic tensors, go once nobody reads them any more
-    removable = {
-        i
-        for i, n in enumerate(graph.node)
-        if all(o in const for o in n.output if o) or (n.op_type == "Shape" and not n.domain)
-    }
-    if news is not None:
-        from surgery.graph import INFER_KEEP_ELEMENTS, INFER_KEEP_FLOATS
+            branches.append((list(graph.node[i].output), bool(np.asarray(cond).reshape(-1)[0])))
+        # foldable nodes, and Shape nodes of partly dynamic tensors, go once nobody reads them any more
+        removable = {
+            i
+            for i, n in enumerate(graph.node)
+            if all(o in const for o in n.output if o) or (n.op_type == "Shape" and not n.domain)
+        }
+        if news is not None:
+            from surgery.graph import INFER_KEEP_ELEMENTS, INFER_KEEP_FLOATS
 
-        shape_values = facts.__dict__.get("shape_values") or {}
+            shape_values = facts.__dict__.get("shape_values") or {}
 
-        def unseen(t: str) -> bool:  # a value inference reads (1-D, small) that no fact of this round held
-            v = np.asarray(values[t])
-            p = facts.producer_of(t)
-            return (
-                v.ndim <= 1
-                and v.size <= (INFER_KEEP_FLOATS if v.dtype.kind in "fc" else INFER_KEEP_ELEMENTS)
-                and t not in known
-                and not (t in shape_values and shape_values[t].known)
-                and not (p is not None and p.op_type == "Constant")
-            )
+            def unseen(t: str) -> bool:
+                """A value inference reads (1-D, small) that no fact of this round held."""
+                v = np.asarray(values[t])
+                p = facts.producer_of(t)
+                return (
+                    v.ndim <= 1
+                    and v.size <= (INFER_KEEP_FLOATS if v.dtype.kind in "fc" else INFER_KEEP_ELEMENTS)
+                    and t not in known
+                    and not (t in shape_values and shape_values[t].known)
+                    and not (p is not None and p.op_type == "Constant")
+                )
 
-        news["more"] = bool(branches) or any(unseen(t) for t in targets)
+            news["more"] = bool(branches) or any(unseen(t) for t in targets)
+        # the nodes' reads, for the sweeps below: what they read does not change until an If is inlined
+        reads = [all_inputs(n) for n in graph.node]
     changed = False
     existing = {t.name for t in graph.initializer}
     for t in targets:
@@ -827,12 +855,14 @@ def _fold_once(
         new_index = {old: new for new, old in enumerate(keep)}
         removable = {new_index[i] for i in removable if i in new_index}
         _keep_nodes(graph, keep)
-    _remove_dead(graph, removable)
+        reads = [reads[i] for i in keep]
+    reads = _remove_dead(graph, removable, reads)
     changed = changed or len(graph.node) != before
     for if_outputs, taken in branches:  # node indices moved: find each If again by its outputs
         j = next(j for j, n in enumerate(graph.node) if n.op_type == "If" and list(n.output) == if_outputs)
         _inline_if(graph, j, taken)
         changed = True
+        reads = None  # the branch's nodes replace the If: read again
     if changed:
-        _remove_dead(graph, {i for i, n in enumerate(graph.node) if n.op_type == "Constant"})
+        _remove_dead(graph, {i for i, n in enumerate(graph.node) if n.op_type == "Constant"}, reads)
     return changed
