@@ -477,9 +477,10 @@ def nested_ifs(depth: int) -> onnx.ModelProto:
 
 def test_a_fold_walks_each_nested_body_a_bounded_number_of_times(monkeypatch):
     """A body's outer reads walk every body under it, and each enclosing scope's facts, each round's reads
-    and each sweep for dead nodes asked for them again: at 4 levels the deepest body was walked 81 times in one
-    fold (silero VAD's ~30 nested Ifs took 3.4x onnxsim's time). Read-only stretches share one walk per body
-    object (graph.reads_memo), and a sweep reuses the reads of its round."""
+    and each sweep for dead nodes asked for them again: at 4 levels each copy of the deepest body was walked
+    149 times in one fold (silero VAD's ~30 nested Ifs took 3.4x onnxsim's time). Read-only stretches share one
+    walk per body object (graph.reads_memo), a copy takes its original's reads, the model's own bodies' reads
+    are kept while the bodies fold one by one (dropped where one is edited), and a sweep reuses its round's."""
     import surgery.graph as graph
 
     walks: dict[str, int] = {}
@@ -497,7 +498,7 @@ def test_a_fold_walks_each_nested_body_a_bounded_number_of_times(monkeypatch):
     for cond in (True, False):
         want = _run(model, **feeds, cond=np.array(cond))
         assert all(np.array_equal(a, b) for a, b in zip(want, _run(folded, **feeds, cond=np.array(cond))))
-    assert walks["b4"] <= 1000, walks  # main: 2384 (16 copies of b4: then and else at each level)
+    assert walks["b4"] <= 16 * 20, walks  # 16 copies of b4 (then and else at each level); main: 2384
 
 
 def test_reads_memo_walks_a_body_once_and_only_while_open(monkeypatch):

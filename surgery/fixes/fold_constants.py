@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from contextlib import contextmanager
 
 import numpy as np
 import onnx
@@ -23,6 +24,7 @@ from surgery.graph import (
     _standard_ops_without_bodies,
     all_inputs,
     constant_tensor,
+    copied_reads,
     folds_through,
     light_copy,
     reads_memo,
@@ -342,6 +344,13 @@ def fold_constants(
     _toposort_in_place(out.graph)
     if bodies:
         skipped, done = [], set()
+        # the outer reads of every body of `out`, walked once here and kept while the bodies fold one by one:
+        # each body's fold builds its enclosing scopes' facts, which read them all again (silero VAD: ~30
+        # nested Ifs). A body's fold drops the entries of the graphs it edits (_fold_in).
+        live: dict = {}
+        with reads_memo(live):
+            for n in out.graph.node:
+                all_inputs(n)
         # outer bodies first; a fold may inline an If inside a body (or drop one): the bodies under the body
         # just folded are listed again (only those: a fold changes nothing outside its body)
         pending = _body_paths(out)
@@ -352,7 +361,7 @@ def fold_constants(
             if path in done:
                 continue
             done.add(path)
-            why = _fold_in(out, path, None, options, raise_errors=body_errors == "raise")
+            why = _fold_in(out, path, None, options, raise_errors=body_errors == "raise", live=live)
             if why:
                 skipped.append(f"{path}: {why}")
             end = k
@@ -428,8 +437,9 @@ def _group(where: dict[str, str]) -> dict[str, list[str]]:
     return groups
 
 
-def _resolve(model: ModelProto, path: str):
-    """The GraphProto (or FunctionProto) at `path`, in `model` itself (to be edited in place)."""
+def _resolve(model: ModelProto, path: str, chain: list | None = None):
+    """The GraphProto (or FunctionProto) at `path`, in `model` itself (to be edited in place). `chain`: gets
+    the bodies on the way, outermost first, the one at `path` last (the main graph left out)."""
     from surgery.graph import bodies as node_bodies
     from surgery.graph import node_keys
 
@@ -438,9 +448,13 @@ def _resolve(model: ModelProto, path: str):
     for name in sorted(functions, key=len, reverse=True):
         if path == name or path.startswith(name + "/"):
             holder, rest = functions[name], path[len(name) + 1 :]
+            if chain is not None:
+                chain.append(holder)
             break
     else:
         if path in functions:
+            if chain is not None:
+                chain.append(functions[path])
             return functions[path]
     while rest:
         nodes = list(holder.node)
@@ -450,6 +464,8 @@ def _resolve(model: ModelProto, path: str):
                 for name, body in sorted(node_bodies(node), key=lambda nb: -len(nb[0])):
                     if tail == name or tail.startswith(name + "/"):
                         holder, rest = body, tail[len(name) + 1 :]
+                        if chain is not None:
+                            chain.append(holder)
                         break
                 else:
                     continue
@@ -494,18 +510,25 @@ def _scope_facts(model: ModelProto, path: str, typed_model: ModelProto | None) -
     return facts
 
 
-def _fold_in(model: ModelProto, path: str, tensors, options, *, raise_errors: bool) -> str:
+def _fold_in(
+    model: ModelProto, path: str, tensors, options, *, raise_errors: bool, live: dict | None = None
+) -> str:
     """Fold inside the body at `path` (whole body, or the chains of `tensors`), writing the result into `model`;
-    '' when done, else why it was skipped (raised as FixError with raise_errors)."""
+    '' when done, else why it was skipped (raised as FixError with raise_errors). `live`: the outer reads kept
+    for `model`'s bodies (graph.reads_memo), brought up to date here when the body changes."""
     size_threshold, inline_if, base_dir, limit = options
-    holder = _resolve(model, path)
+    chain: list = []
+    holder = _resolve(model, path, chain)
     is_function = isinstance(holder, onnx.FunctionProto)
     if tensors is None and not holder.node:
         return ""
     # nothing is edited until the first round: the bodies' outer reads are walked once for all the scopes' facts
-    with reads_memo():
+    # (those of `model` kept from before; the copies' only for this stretch)
+    memo: dict = {} if live is None else dict(live)
+    with reads_memo(memo):
         if tensors is None and _only_constants_fold(holder, _never_constant(model, path)):
-            _constants_to_initializers(holder)
+            with _editing(holder, chain, live):
+                _constants_to_initializers(holder)
             return ""
         typed = _typed(model) if any(n.op_type in ("Shape", "Size") for n in holder.node) else None
         try:
@@ -515,30 +538,52 @@ def _fold_in(model: ModelProto, path: str, tensors, options, *, raise_errors: bo
     try:
         work = ModelProto()
         work.CopyFrom(facts.model)  # the body as a graph, with the outer tensors' types
+        with reads_memo(memo):  # the first round reads `work` as it was copied: its bodies' reads are known
+            copied_reads(facts.model.graph, work.graph)
         for _ in range(1 if tensors is not None else 8):
             news: dict = {}
             changed = _fold_once(
-                work, tensors, size_threshold, inline_if, base_dir, limit, facts=facts, news=news
+                work, tensors, size_threshold, inline_if, base_dir, limit, facts=facts, news=news, memo=memo
             )
+            memo = None  # the round edited `work`
             if not changed or not news.get("more", True):
                 break
             facts = _refresh(facts, work)
         _toposort_in_place(work.graph)
     except Exception as exc:  # noqa: BLE001 - a body that cannot fold is skipped (or refused) whole
         return _body_failed(path, exc, raise_errors)
-    if is_function:  # a function has no initializers: what folded becomes Constant nodes at its start
-        consts = [
-            helper.make_node("Constant", [], [t.name], name=f"{t.name}/Constant", value=t)
-            for t in work.graph.initializer
-        ]
-        del holder.node[:]
-        holder.node.extend(consts + list(work.graph.node))
-    else:
-        del holder.node[:]
-        holder.node.extend(work.graph.node)
-        del holder.initializer[:]
-        holder.initializer.extend(work.graph.initializer)
+    with _editing(holder, chain, live):
+        if is_function:  # a function has no initializers: what folded becomes Constant nodes at its start
+            consts = [
+                helper.make_node("Constant", [], [t.name], name=f"{t.name}/Constant", value=t)
+                for t in work.graph.initializer
+            ]
+            del holder.node[:]
+            holder.node.extend(consts + list(work.graph.node))
+        else:
+            del holder.node[:]
+            holder.node.extend(work.graph.node)
+            del holder.initializer[:]
+            holder.initializer.extend(work.graph.initializer)
     return ""
+
+
+@contextmanager
+def _editing(holder, chain: list, live: dict | None):
+    """Around an edit of the body `holder` (`chain`: the graphs that hold it, outermost first, itself last): the
+    kept outer reads of it, of what holds it and of the bodies in it are dropped before, and walked again after
+    (what holds it reads through it; its old bodies go, the new ones are walked once)."""
+    from surgery.graph import forget_reads, graphs_under, outer_reads
+
+    if live is None:
+        yield
+        return
+    graphs = [g for g in chain if isinstance(g, onnx.GraphProto)]
+    forget_reads(live, graphs + graphs_under(holder.node))
+    yield
+    with reads_memo(live):
+        for g in reversed(graphs):  # innermost first: each walk finds the one inside it done
+            outer_reads(g)
 
 
 def _body_failed(path: str, exc: Exception, raise_errors: bool) -> str:
@@ -731,16 +776,24 @@ def _too_big(facts: GraphFacts, tensor: str, nbytes: int, limit: int) -> FixErro
 
 
 def _fold_once(
-    model: ModelProto, tensors, size_threshold, inline_if, base_dir, limit=None, facts=None, news=None
+    model: ModelProto,
+    tensors,
+    size_threshold,
+    inline_if,
+    base_dir,
+    limit=None,
+    facts=None,
+    news=None,
+    memo: dict | None = None,
 ) -> bool:
     """One round on `model.graph`; `facts`: the facts of a body (scope_facts), whose outer constants are
     read as values and never folded into the body (they are the outer scope's to fold). `news`, a dict: its
     "more" says whether another round may find more: an If was inlined, or a value onnxruntime computed is one
     shape inference reads (a small initializer) and the shape values of this round did not know it. Otherwise
     the next round's facts are this round's (the shapes follow from the same values) and it would fold
-    nothing."""
+    nothing. `memo`: the outer reads known of `model`'s bodies (graph.reads_memo), unedited since."""
     # up to the first edit below the model is only read: each body's outer reads are walked once
-    with reads_memo():
+    with reads_memo(memo):
         graph = model.graph
         facts = _facts(model) if facts is None else facts
         const, known = _foldable(model, facts)
