@@ -331,14 +331,26 @@ def _gather_shape(node, shape_of, get=None):
     return tuple(data[:axis]) + tuple(idx) + tuple(data[axis + 1 :])
 
 
-def _axes(node, get, r: int):
-    """The node's axes (attribute, or constant second input), normalised; None where unknown, [] where absent."""
+_UNKNOWN = object()
+
+
+def _given_axes(node, get):
+    """The node's axes as given (attribute, or constant second input; opset 13 moved them): a list, None where
+    absent, _UNKNOWN where an input computes them and its value is not known."""
     axes = _attr(node, "axes")
     if axes is None and len(node.input) > 1 and node.input[1]:
         v = get(node.input[1])
         if v is None or not v.known:
-            return None
+            return _UNKNOWN
         axes = [int(a) for a in v.elems]
+    return axes
+
+
+def _axes(node, get, r: int):
+    """The node's axes (attribute, or constant second input), normalised; None where unknown, [] where absent."""
+    axes = _given_axes(node, get)
+    if axes is _UNKNOWN:
+        return None
     axes = [int(a) + r if int(a) < 0 else int(a) for a in (axes or [])]
     return axes if all(0 <= a < r for a in axes) else None
 
@@ -602,11 +614,8 @@ def _unsqueeze(node, get, shape_of):
     v = get(node.input[0])
     if v is None or not v.scalar:
         return None
-    axes = _attr(node, "axes")
-    if axes is None and len(node.input) > 1:
-        a = get(node.input[1])
-        axes = None if a is None or not a.known else [int(x) for x in a.elems]
-    if axes is None or list(axes) not in ([0], [-1]):
+    axes = _given_axes(node, get)  # a scalar becomes a 1-element vector: axes [0] (or [-1]) only
+    if axes is None or axes is _UNKNOWN or list(axes) not in ([0], [-1]):
         return None
     return Value(v.elems, v.dtype, False)
 
@@ -615,13 +624,8 @@ def _squeeze(node, get, shape_of):
     v = get(node.input[0])
     if v is None or v.scalar or len(v.elems) != 1:
         return None
-    axes = _attr(node, "axes")
-    if axes is None and len(node.input) > 1 and node.input[1]:
-        a = get(node.input[1])
-        if a is None or not a.known:
-            return None
-        axes = [int(x) for x in a.elems]
-    if axes is not None and list(axes) not in ([0], [-1]):
+    axes = _given_axes(node, get)  # none given squeezes every 1: the one axis of a 1-element vector
+    if axes is _UNKNOWN or (axes is not None and list(axes) not in ([0], [-1])):
         return None
     return Value(v.elems, v.dtype, True)
 

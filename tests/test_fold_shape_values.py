@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnxruntime as ort
-from onnx import TensorProto, helper, numpy_helper
+from onnx import GraphProto, TensorProto, helper, numpy_helper
 
 from surgery.fixes import get_fix
 
@@ -198,18 +198,8 @@ def test_inlined_if_renames_what_its_nested_bodies_read():
         "If",
         ["c"],
         ["u"],
-        then_branch=helper.make_graph(
-            [helper.make_node("Identity", ["t"], ["ut"])],
-            "it",
-            [],
-            [helper.make_tensor_value_info("ut", TensorProto.FLOAT, [2])],
-        ),
-        else_branch=helper.make_graph(
-            [helper.make_node("Neg", ["t"], ["ue"])],
-            "ie",
-            [],
-            [helper.make_tensor_value_info("ue", TensorProto.FLOAT, [2])],
-        ),
+        then_branch=_one_node_body("Identity", "t", "ut", "it"),
+        else_branch=_one_node_body("Neg", "t", "ue", "ie"),
     )
     branch = helper.make_graph(
         [helper.make_node("Add", ["x", "x"], ["t"]), inner],
@@ -217,12 +207,7 @@ def test_inlined_if_renames_what_its_nested_bodies_read():
         [],
         [helper.make_tensor_value_info("u", TensorProto.FLOAT, [2])],
     )
-    other = helper.make_graph(
-        [helper.make_node("Identity", ["x"], ["v"])],
-        "else",
-        [],
-        [helper.make_tensor_value_info("v", TensorProto.FLOAT, [2])],
-    )
+    other = _one_node_body("Identity", "x", "v", "else")
     nodes = [helper.make_node("If", ["yes"], ["y"], then_branch=branch, else_branch=other)]
     graph = helper.make_graph(
         nodes,
@@ -287,3 +272,10 @@ def test_python_shapes_agree_with_onnx_inference():
         want = tuple(d.dim_value for d in want.tensor_type.shape.dim)
         shape_of = {**shapes, **{k: v.shape for k, v in consts.items()}}.get
         assert _FAST[node.op_type](node, shape_of, get) == want, node.op_type
+
+
+def _one_node_body(op: str, x: str, y: str, name: str) -> GraphProto:
+    """A body of one node, y = op(x), its output a float vector of 2."""
+    return helper.make_graph(
+        [helper.make_node(op, [x], [y])], name, [], [helper.make_tensor_value_info(y, TensorProto.FLOAT, [2])]
+    )
