@@ -49,7 +49,20 @@ def _is_num(e) -> bool:
 def _from_array(a: np.ndarray, dtype: int) -> Value | None:
     if a.ndim > 1 or a.size > MAX_ELEMENTS or dtype not in _TRACKED:
         return None
-    return Value(tuple(x.item() for x in a.reshape(-1)), dtype, a.ndim == 0)
+    # tolist gives the same Python numbers as item() per element, in one call
+    return Value(tuple(a.reshape(-1).tolist()), dtype, a.ndim == 0)
+
+
+def _values(get, names) -> list | None:
+    """The partial values of `names`, or None as soon as one has none: the inputs after it are not read (a
+    small weight's value costs a conversion; an Add of an activation and a bias never needs the bias's)."""
+    out = []
+    for x in names:
+        v = get(x)
+        if v is None:
+            return None
+        out.append(v)
+    return out
 
 
 def _attr(node, name, default=None):
@@ -121,9 +134,9 @@ def refine(facts) -> tuple[dict[str, Value], dict[str, tuple]]:
         if node.domain not in ("", "ai.onnx") or not node.output:
             continue
         if op in infer.ops and (
-            any(x in better for x in node.input)
+            not better.keys().isdisjoint(node.input)  # isdisjoint: in C, every node of the graph asks
             # a value shape inference did not see (computed here, not a weight) that this op's inference reads
-            or (op not in _FAST and any(x in computed for x in node.input))
+            or (op not in _FAST and not computed.isdisjoint(node.input))
         ):
             for name, dims in infer(node).items():
                 improve(name, dims)
@@ -604,8 +617,8 @@ def _slice(node, get, shape_of):
 def _concat(node, get, shape_of):
     if _attr(node, "axis", 0) not in (0, -1):
         return None
-    parts = [get(x) for x in node.input]
-    if any(p is None or p.scalar for p in parts) or not parts:
+    parts = _values(get, node.input)
+    if not parts or any(p.scalar for p in parts):
         return None
     return Value(tuple(e for p in parts for e in p.elems), parts[0].dtype, False)
 
@@ -668,8 +681,8 @@ def _cast(node, get, shape_of):
 
 def _elementwise(fn, result_dtype=None):
     def rule(node, get, shape_of):
-        vs = [get(x) for x in node.input]
-        if not vs or any(v is None for v in vs):
+        vs = _values(get, node.input)
+        if not vs:
             return None
         n = max(len(v.elems) for v in vs)
         if any(len(v.elems) not in (1, n) for v in vs):
@@ -764,8 +777,8 @@ def _constant_of_shape(node, get, shape_of):
 
 
 def _range(node, get, shape_of):
-    vs = [get(x) for x in node.input[:3]]
-    if any(v is None or not v.known or len(v.elems) != 1 for v in vs):
+    vs = _values(get, node.input[:3])
+    if vs is None or any(not v.known or len(v.elems) != 1 for v in vs):
         return None
     a = [v.array() for v in vs]
     if a[2] == 0:

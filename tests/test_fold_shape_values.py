@@ -279,3 +279,27 @@ def _one_node_body(op: str, x: str, y: str, name: str) -> GraphProto:
     return helper.make_graph(
         [helper.make_node(op, [x], [y])], name, [], [helper.make_tensor_value_info(y, TensorProto.FLOAT, [2])]
     )
+
+
+def test_refine_reads_no_small_weight_beside_an_activation(monkeypatch):
+    """An Add of an activation and a small bias has no partial value: refine stops at the activation and never
+    converts the bias (a transformer stack holds thousands of such biases)."""
+    import surgery.shape_values as sv
+    from surgery.fixes.fold_constants import _facts
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    bias = numpy_helper.from_array(np.arange(4, dtype=np.float32), "bias")
+    nodes = [
+        helper.make_node("Relu", ["x"], ["h"]),
+        helper.make_node("Add", ["h", "bias"], ["a"]),
+        helper.make_node("Shape", ["a"], ["s"]),
+        helper.make_node("Reshape", ["a", "s"], ["y"]),
+    ]
+    graph = helper.make_graph(nodes, "g", [x], [y], [bias])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    read = []
+    real = sv.numpy_helper.to_array
+    monkeypatch.setattr(sv.numpy_helper, "to_array", lambda t, *a: read.append(t.name) or real(t, *a))
+    sv.refine(_facts(model))
+    assert "bias" not in read
