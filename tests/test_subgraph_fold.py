@@ -522,3 +522,40 @@ def _all_graphs(g):
         for a in n.attribute:
             for sub in [a.g] if a.type == onnx.AttributeProto.GRAPH else a.graphs:
                 yield from _all_graphs(sub)
+
+
+def test_sibling_branches_share_one_shape_inference_and_both_fold(monkeypatch):
+    """A branch's Shape needs the whole model's shape inference (the body declares no types); folding the then
+    branch edits only it, so the else branch folds with the same inference: one run, not one per branch (silero
+    VAD ran it 4 times over its whole model). Both Shapes still fold, and the outputs stay the same."""
+    import surgery.fixes.fold_constants as fc
+
+    def branch(name, op):
+        return h.make_graph(
+            [h.make_node(op, ["x"], [f"{name}_r"]), h.make_node("Shape", [f"{name}_r"], [f"{name}_s"])],
+            name,
+            [],
+            [h.make_tensor_value_info(f"{name}_s", T.INT64, None)],
+        )
+
+    node = h.make_node(
+        "If", ["cond"], ["y"], name="if", then_branch=branch("t", "Relu"), else_branch=branch("e", "Sigmoid")
+    )
+    graph = h.make_graph(
+        [node],
+        "g",
+        [h.make_tensor_value_info("x", T.FLOAT, [2, 3]), h.make_tensor_value_info("cond", T.BOOL, [])],
+        [h.make_tensor_value_info("y", T.INT64, None)],
+    )
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 13)])
+    runs = []
+    typed = fc._typed
+    monkeypatch.setattr(fc, "_typed", lambda m: runs.append(1) or typed(m))
+    folded = fold_constants(model)
+    assert not [n for g in _all_graphs(folded.graph) for n in g.node if n.op_type == "Shape"]
+    assert len(runs) == 1
+    x = np.ones((2, 3), dtype=np.float32)
+    for cond in (True, False):
+        assert np.array_equal(
+            _run(model, x=x, cond=np.array(cond))[0], _run(folded, x=x, cond=np.array(cond))[0]
+        )

@@ -348,6 +348,7 @@ def fold_constants(
         # each body's fold builds its enclosing scopes' facts, which read them all again (silero VAD: ~30
         # nested Ifs). A body's fold drops the entries of the graphs it edits (_fold_in).
         live: dict = {}
+        kept: dict = {}  # the last whole-model shape inference, and the bodies edited since (_kept_typed)
         with reads_memo(live):
             for n in out.graph.node:
                 all_inputs(n)
@@ -361,7 +362,9 @@ def fold_constants(
             if path in done:
                 continue
             done.add(path)
-            why = _fold_in(out, path, None, options, raise_errors=body_errors == "raise", live=live)
+            why = _fold_in(
+                out, path, None, options, raise_errors=body_errors == "raise", live=live, kept=kept
+            )
             if why:
                 skipped.append(f"{path}: {why}")
             end = k
@@ -511,11 +514,20 @@ def _scope_facts(model: ModelProto, path: str, typed_model: ModelProto | None) -
 
 
 def _fold_in(
-    model: ModelProto, path: str, tensors, options, *, raise_errors: bool, live: dict | None = None
+    model: ModelProto,
+    path: str,
+    tensors,
+    options,
+    *,
+    raise_errors: bool,
+    live: dict | None = None,
+    kept: dict | None = None,
 ) -> str:
     """Fold inside the body at `path` (whole body, or the chains of `tensors`), writing the result into `model`;
     '' when done, else why it was skipped (raised as FixError with raise_errors). `live`: the outer reads kept
-    for `model`'s bodies (graph.reads_memo), brought up to date here when the body changes."""
+    for `model`'s bodies (graph.reads_memo), brought up to date here when the body changes. `kept`: the shape
+    inference of `model` last run by a body's fold and the bodies edited since (_kept_typed), kept up to date
+    here."""
     size_threshold, inline_if, base_dir, limit = options
     chain: list = []
     holder = _resolve(model, path, chain)
@@ -529,8 +541,15 @@ def _fold_in(
         if tensors is None and _only_constants_fold(holder, _never_constant(model, path)):
             with _editing(holder, chain, live):
                 _constants_to_initializers(holder)
+            _edited(kept, path)
             return ""
-        typed = _typed(model) if any(n.op_type in ("Shape", "Size") for n in holder.node) else None
+        typed = None
+        if any(n.op_type in ("Shape", "Size") for n in holder.node):
+            typed = _kept_typed(model, path, kept)
+            if typed is None:
+                typed = _typed(model)
+                if kept is not None and typed is not None:
+                    kept.update(model=typed, edited=[])
         try:
             facts = _scope_facts(model, path, typed)
         except Exception as exc:  # noqa: BLE001 - as below
@@ -565,7 +584,36 @@ def _fold_in(
             holder.node.extend(work.graph.node)
             del holder.initializer[:]
             holder.initializer.extend(work.graph.initializer)
+    _edited(kept, path)
     return ""
+
+
+def _kept_typed(model: ModelProto, path: str, kept: dict | None) -> ModelProto | None:
+    """The kept shape inference of `model` where it still holds for the body at `path`: no body edited since it
+    ran is that body, one around it or one inside it (a fold edits only its own body, keeps its outputs' names
+    and types, and leaves the node indices of every other graph as they were; the types of a sibling subtree's
+    tensors are what they were). Silero VAD's two If branches then share one inference instead of running the
+    whole model's each. A local function's edit or body is never matched (a call's types read its body)."""
+    if not kept or kept.get("model") is None:
+        return None
+    functions = [_function_name(f) for f in model.functions]
+
+    def in_function(p: str) -> bool:
+        return any(p == f or p.startswith(f + "/") for f in functions)
+
+    if in_function(path):
+        return None
+    for e in kept["edited"]:
+        if in_function(e) or e == path or path.startswith(e + "/") or e.startswith(path + "/"):
+            return None
+    return kept["model"]
+
+
+def _edited(kept: dict | None, path: str) -> None:
+    """Note that the body at `path` was written (whether or not it changed: the kept inference is then not
+    trusted for it, nor for the bodies around or inside it)."""
+    if kept is not None and kept.get("model") is not None:
+        kept["edited"].append(path)
 
 
 @contextmanager
