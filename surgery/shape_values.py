@@ -100,11 +100,19 @@ def refine(facts) -> tuple[dict[str, Value], dict[str, tuple]]:
         shapes[name] = d
         return d
 
+    # the nodes that read a tensor `better` or `computed` holds (a superset: facts.consumers also counts what a
+    # body reads): only those, and the ops with a rule, are looked at below. Most nodes of a large model are
+    # neither, and reading a node's fields from the proto is most of what a pass over them costs.
+    after_better: set[int] = set()
+    after_computed: set[int] = set()
+    consumers = facts.consumers
+
     def improve(name: str, dims) -> None:
         have = shape_of(name)
         if _better(dims, have):
             better[name] = _merged(dims, have)
             shapes.pop(name, None)
+            after_better.update(consumers.get(name, ()))
 
     def get(name: str) -> Value | None:
         if not name:
@@ -128,15 +136,18 @@ def refine(facts) -> tuple[dict[str, Value], dict[str, tuple]]:
 
     computed: set[str] = set()  # tensors whose value is known here and was not to shape inference
     infer = _NodeInference(facts, shape_of, get)
+    ops = facts.ops
     for i in facts.order:
+        op = ops[i]
+        if op not in _LOOKED_AT and i not in after_better and i not in after_computed:
+            continue  # no rule, and no input refine knows more of than inference did: nothing to do here
         node = graph.node[i]
-        op = node.op_type
         if node.domain not in ("", "ai.onnx") or not node.output:
             continue
         if op in infer.ops and (
-            not better.keys().isdisjoint(node.input)  # isdisjoint: in C, every node of the graph asks
+            (i in after_better and not better.keys().isdisjoint(node.input))
             # a value shape inference did not see (computed here, not a weight) that this op's inference reads
-            or (op not in _FAST and not computed.isdisjoint(node.input))
+            or (op not in _FAST and i in after_computed and not computed.isdisjoint(node.input))
         ):
             for name, dims in infer(node).items():
                 improve(name, dims)
@@ -155,6 +166,7 @@ def refine(facts) -> tuple[dict[str, Value], dict[str, tuple]]:
             values[node.output[0]] = v
             if v.known and op not in ("Shape", "Size"):  # a Shape's value inference has already
                 computed.add(node.output[0])
+                after_computed.update(consumers.get(node.output[0], ()))
     return values, better
 
 
@@ -980,3 +992,7 @@ def _expand_dims(in_shape, target: list) -> list | None:
         else:
             dims.append(None)
     return dims
+
+
+# the ops refine looks at whatever their inputs: those with a value rule or a shape from partial values
+_LOOKED_AT = frozenset(_RULES) | frozenset(_SHAPED)

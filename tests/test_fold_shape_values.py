@@ -303,3 +303,35 @@ def test_refine_reads_no_small_weight_beside_an_activation(monkeypatch):
     monkeypatch.setattr(sv.numpy_helper, "to_array", lambda t, *a: read.append(t.name) or real(t, *a))
     sv.refine(_facts(model))
     assert "bias" not in read
+
+
+def test_refine_reads_only_the_nodes_it_may_learn_from():
+    """refine looks at the ops with a value rule or a shape from partial values, and at the readers of what it
+    learnt; a long run of other ops (a transformer's MatMul/Add/Relu) is never read from the proto (50k nodes:
+    reading each one's fields was most of a pass)."""
+    import dataclasses
+    import types
+
+    import surgery.shape_values as sv
+    from surgery.fixes.fold_constants import _facts
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    nodes = [helper.make_node("Relu", [f"h{k}" if k else "x"], [f"h{k + 1}"]) for k in range(40)]
+    nodes += [helper.make_node("Shape", ["h40"], ["s"]), helper.make_node("Reshape", ["h40", "s"], ["y"])]
+    model = helper.make_model(
+        helper.make_graph(nodes, "g", [x], [y]), opset_imports=[helper.make_opsetid("", 13)]
+    )
+    facts = _facts(model)
+    read = []
+
+    class Nodes(list):
+        def __getitem__(self, i):
+            read.append(i)
+            return list.__getitem__(self, i)
+
+    fake = types.SimpleNamespace(
+        graph=types.SimpleNamespace(node=Nodes(model.graph.node)), opset_import=model.opset_import
+    )
+    sv.refine(dataclasses.replace(facts, model=fake))
+    assert len(read) <= 4, read
