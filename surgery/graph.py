@@ -10,6 +10,7 @@ import dataclasses
 import threading
 from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 
@@ -602,6 +603,7 @@ def scope_facts(
     else:
         m.opset_import.extend(outer.model.opset_import)
         m.graph.CopyFrom(body)
+        copied_reads(body, m.graph)  # the copy's declared pass below reads its bodies' outer names again
         if typed is not None:
             del m.graph.value_info[:]
             m.graph.value_info.extend(typed.value_info)
@@ -693,7 +695,82 @@ def all_inputs(node: NodeProto) -> list[str]:
     return names
 
 
+# `outer_reads` by graph object while `reads_memo()` is open (per thread): {id(graph): (graph, reads, origin)}. A body's
+# outer reads walk every body nested in it, and each enclosing scope's facts read them again through the node
+# holding the body: a fold that builds the facts of a body 4 levels deep walks the deepest bodies 4+ times.
+_READS = threading.local()
+
+
+@contextmanager
+def reads_memo(store: dict | None = None):
+    """Inside, each GraphProto's `outer_reads` are computed once. Only for stretches that edit no graph: an edit
+    made while it is open is not seen (the memo is keyed by object, not content). Nested use shares the outer
+    memo. `store`: a memo the caller keeps between stretches (read, and filled), e.g. the reads of a model's
+    bodies while only some of them change; the caller drops what it edits (`forget_reads`)."""
+    saved = getattr(_READS, "memo", None)
+    if store is None and saved is not None:
+        yield
+        return
+    _READS.memo = {} if store is None else store
+    try:
+        yield
+    finally:
+        _READS.memo = saved
+
+
+def graphs_under(nodes) -> list[onnx.GraphProto]:
+    """The bodies these nodes hold, and the bodies in those, at every depth."""
+    out = []
+    bodiless = _standard_ops_without_bodies()
+    for n in nodes:
+        if n.op_type in bodiless and n.domain in ("", "ai.onnx"):
+            continue
+        for _, body in bodies(n):
+            out.append(body)
+            out.extend(graphs_under(body.node))
+    return out
+
+
+def forget_reads(store: dict, graphs) -> None:
+    """Drop these graphs' entries from a kept memo (`reads_memo(store)`): they are about to change, or go."""
+    for g in graphs:
+        store.pop(id(g), None)
+
+
+def copied_reads(src: onnx.GraphProto, dst: onnx.GraphProto) -> None:
+    """`dst` was just copied from `src`: inside `reads_memo()`, its nodes' bodies read what `src`'s do, noted
+    without walking the copies (a no-op outside). Each copy remembers the graph it stands for, so that a copy
+    of a copy maps to the first one's bodies too (a scope 4 levels deep is a copy of a copy of ...)."""
+    memo = getattr(_READS, "memo", None)
+    if memo is None:
+        return
+    hit = memo.get(id(src))
+    if hit is not None and hit[0] is src:
+        src = hit[2]  # the graph `src` is an unedited copy of: its bodies are in the memo already
+    bodiless = _standard_ops_without_bodies()
+    for a, b in zip(src.node, dst.node):
+        if a.op_type in bodiless and a.domain in ("", "ai.onnx"):
+            continue
+        for x, y in zip(a.attribute, b.attribute):
+            pairs = ((x.g, y.g),) if x.type == _GRAPH else zip(x.graphs, y.graphs)
+            for g, h in pairs:
+                reads = outer_reads(g)
+                memo[id(h)] = (h, reads, memo[id(g)][2])
+
+
 def outer_reads(graph: onnx.GraphProto) -> list[str]:
+    memo = getattr(_READS, "memo", None)
+    if memo is None:
+        return _outer_reads(graph)
+    hit = memo.get(id(graph))
+    if hit is None or hit[0] is not graph:
+        # the graph is held with its reads (and the graph it is a copy of, itself if none: copied_reads): its
+        # id cannot name another object while the memo lives
+        hit = memo[id(graph)] = (graph, _outer_reads(graph), graph)
+    return list(hit[1])
+
+
+def _outer_reads(graph: onnx.GraphProto) -> list[str]:
     local = {i.name for i in graph.input} | {t.name for t in graph.initializer}
     for n in graph.node:
         local.update(o for o in n.output if o)

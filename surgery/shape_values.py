@@ -49,7 +49,20 @@ def _is_num(e) -> bool:
 def _from_array(a: np.ndarray, dtype: int) -> Value | None:
     if a.ndim > 1 or a.size > MAX_ELEMENTS or dtype not in _TRACKED:
         return None
-    return Value(tuple(x.item() for x in a.reshape(-1)), dtype, a.ndim == 0)
+    # tolist gives the same Python numbers as item() per element, in one call
+    return Value(tuple(a.reshape(-1).tolist()), dtype, a.ndim == 0)
+
+
+def _values(get, names) -> list | None:
+    """The partial values of `names`, or None as soon as one has none: the inputs after it are not read (a
+    small weight's value costs a conversion; an Add of an activation and a bias never needs the bias's)."""
+    out = []
+    for x in names:
+        v = get(x)
+        if v is None:
+            return None
+        out.append(v)
+    return out
 
 
 def _attr(node, name, default=None):
@@ -87,11 +100,19 @@ def refine(facts) -> tuple[dict[str, Value], dict[str, tuple]]:
         shapes[name] = d
         return d
 
+    # the nodes that read a tensor `better` or `computed` holds (a superset: facts.consumers also counts what a
+    # body reads): only those, and the ops with a rule, are looked at below. Most nodes of a large model are
+    # neither, and reading a node's fields from the proto is most of what a pass over them costs.
+    after_better: set[int] = set()
+    after_computed: set[int] = set()
+    consumers = facts.consumers
+
     def improve(name: str, dims) -> None:
         have = shape_of(name)
         if _better(dims, have):
             better[name] = _merged(dims, have)
             shapes.pop(name, None)
+            after_better.update(consumers.get(name, ()))
 
     def get(name: str) -> Value | None:
         if not name:
@@ -115,15 +136,18 @@ def refine(facts) -> tuple[dict[str, Value], dict[str, tuple]]:
 
     computed: set[str] = set()  # tensors whose value is known here and was not to shape inference
     infer = _NodeInference(facts, shape_of, get)
+    ops = facts.ops
     for i in facts.order:
+        op = ops[i]
+        if op not in _LOOKED_AT and i not in after_better and i not in after_computed:
+            continue  # no rule, and no input refine knows more of than inference did: nothing to do here
         node = graph.node[i]
-        op = node.op_type
         if node.domain not in ("", "ai.onnx") or not node.output:
             continue
         if op in infer.ops and (
-            any(x in better for x in node.input)
+            (i in after_better and not better.keys().isdisjoint(node.input))
             # a value shape inference did not see (computed here, not a weight) that this op's inference reads
-            or (op not in _FAST and any(x in computed for x in node.input))
+            or (op not in _FAST and i in after_computed and not computed.isdisjoint(node.input))
         ):
             for name, dims in infer(node).items():
                 improve(name, dims)
@@ -142,6 +166,7 @@ def refine(facts) -> tuple[dict[str, Value], dict[str, tuple]]:
             values[node.output[0]] = v
             if v.known and op not in ("Shape", "Size"):  # a Shape's value inference has already
                 computed.add(node.output[0])
+                after_computed.update(consumers.get(node.output[0], ()))
     return values, better
 
 
@@ -331,14 +356,26 @@ def _gather_shape(node, shape_of, get=None):
     return tuple(data[:axis]) + tuple(idx) + tuple(data[axis + 1 :])
 
 
-def _axes(node, get, r: int):
-    """The node's axes (attribute, or constant second input), normalised; None where unknown, [] where absent."""
+_UNKNOWN = object()
+
+
+def _given_axes(node, get):
+    """The node's axes as given (attribute, or constant second input; opset 13 moved them): a list, None where
+    absent, _UNKNOWN where an input computes them and its value is not known."""
     axes = _attr(node, "axes")
     if axes is None and len(node.input) > 1 and node.input[1]:
         v = get(node.input[1])
         if v is None or not v.known:
-            return None
+            return _UNKNOWN
         axes = [int(a) for a in v.elems]
+    return axes
+
+
+def _axes(node, get, r: int):
+    """The node's axes (attribute, or constant second input), normalised; None where unknown, [] where absent."""
+    axes = _given_axes(node, get)
+    if axes is _UNKNOWN:
+        return None
     axes = [int(a) + r if int(a) < 0 else int(a) for a in (axes or [])]
     return axes if all(0 <= a < r for a in axes) else None
 
@@ -592,8 +629,8 @@ def _slice(node, get, shape_of):
 def _concat(node, get, shape_of):
     if _attr(node, "axis", 0) not in (0, -1):
         return None
-    parts = [get(x) for x in node.input]
-    if any(p is None or p.scalar for p in parts) or not parts:
+    parts = _values(get, node.input)
+    if not parts or any(p.scalar for p in parts):
         return None
     return Value(tuple(e for p in parts for e in p.elems), parts[0].dtype, False)
 
@@ -602,11 +639,8 @@ def _unsqueeze(node, get, shape_of):
     v = get(node.input[0])
     if v is None or not v.scalar:
         return None
-    axes = _attr(node, "axes")
-    if axes is None and len(node.input) > 1:
-        a = get(node.input[1])
-        axes = None if a is None or not a.known else [int(x) for x in a.elems]
-    if axes is None or list(axes) not in ([0], [-1]):
+    axes = _given_axes(node, get)  # a scalar becomes a 1-element vector: axes [0] (or [-1]) only
+    if axes is None or axes is _UNKNOWN or list(axes) not in ([0], [-1]):
         return None
     return Value(v.elems, v.dtype, False)
 
@@ -615,13 +649,8 @@ def _squeeze(node, get, shape_of):
     v = get(node.input[0])
     if v is None or v.scalar or len(v.elems) != 1:
         return None
-    axes = _attr(node, "axes")
-    if axes is None and len(node.input) > 1 and node.input[1]:
-        a = get(node.input[1])
-        if a is None or not a.known:
-            return None
-        axes = [int(x) for x in a.elems]
-    if axes is not None and list(axes) not in ([0], [-1]):
+    axes = _given_axes(node, get)  # none given squeezes every 1: the one axis of a 1-element vector
+    if axes is _UNKNOWN or (axes is not None and list(axes) not in ([0], [-1])):
         return None
     return Value(v.elems, v.dtype, True)
 
@@ -664,8 +693,8 @@ def _cast(node, get, shape_of):
 
 def _elementwise(fn, result_dtype=None):
     def rule(node, get, shape_of):
-        vs = [get(x) for x in node.input]
-        if not vs or any(v is None for v in vs):
+        vs = _values(get, node.input)
+        if not vs:
             return None
         n = max(len(v.elems) for v in vs)
         if any(len(v.elems) not in (1, n) for v in vs):
@@ -760,8 +789,8 @@ def _constant_of_shape(node, get, shape_of):
 
 
 def _range(node, get, shape_of):
-    vs = [get(x) for x in node.input[:3]]
-    if any(v is None or not v.known or len(v.elems) != 1 for v in vs):
+    vs = _values(get, node.input[:3])
+    if vs is None or any(not v.known or len(v.elems) != 1 for v in vs):
         return None
     a = [v.array() for v in vs]
     if a[2] == 0:
@@ -963,3 +992,7 @@ def _expand_dims(in_shape, target: list) -> list | None:
         else:
             dims.append(None)
     return dims
+
+
+# the ops refine looks at whatever their inputs: those with a value rule or a shape from partial values
+_LOOKED_AT = frozenset(_RULES) | frozenset(_SHAPED)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnxruntime as ort
-from onnx import TensorProto, helper, numpy_helper
+from onnx import GraphProto, TensorProto, helper, numpy_helper
 
 from surgery.fixes import get_fix
 
@@ -198,18 +198,8 @@ def test_inlined_if_renames_what_its_nested_bodies_read():
         "If",
         ["c"],
         ["u"],
-        then_branch=helper.make_graph(
-            [helper.make_node("Identity", ["t"], ["ut"])],
-            "it",
-            [],
-            [helper.make_tensor_value_info("ut", TensorProto.FLOAT, [2])],
-        ),
-        else_branch=helper.make_graph(
-            [helper.make_node("Neg", ["t"], ["ue"])],
-            "ie",
-            [],
-            [helper.make_tensor_value_info("ue", TensorProto.FLOAT, [2])],
-        ),
+        then_branch=_one_node_body("Identity", "t", "ut", "it"),
+        else_branch=_one_node_body("Neg", "t", "ue", "ie"),
     )
     branch = helper.make_graph(
         [helper.make_node("Add", ["x", "x"], ["t"]), inner],
@@ -217,12 +207,7 @@ def test_inlined_if_renames_what_its_nested_bodies_read():
         [],
         [helper.make_tensor_value_info("u", TensorProto.FLOAT, [2])],
     )
-    other = helper.make_graph(
-        [helper.make_node("Identity", ["x"], ["v"])],
-        "else",
-        [],
-        [helper.make_tensor_value_info("v", TensorProto.FLOAT, [2])],
-    )
+    other = _one_node_body("Identity", "x", "v", "else")
     nodes = [helper.make_node("If", ["yes"], ["y"], then_branch=branch, else_branch=other)]
     graph = helper.make_graph(
         nodes,
@@ -287,3 +272,66 @@ def test_python_shapes_agree_with_onnx_inference():
         want = tuple(d.dim_value for d in want.tensor_type.shape.dim)
         shape_of = {**shapes, **{k: v.shape for k, v in consts.items()}}.get
         assert _FAST[node.op_type](node, shape_of, get) == want, node.op_type
+
+
+def _one_node_body(op: str, x: str, y: str, name: str) -> GraphProto:
+    """A body of one node, y = op(x), its output a float vector of 2."""
+    return helper.make_graph(
+        [helper.make_node(op, [x], [y])], name, [], [helper.make_tensor_value_info(y, TensorProto.FLOAT, [2])]
+    )
+
+
+def test_refine_reads_no_small_weight_beside_an_activation(monkeypatch):
+    """An Add of an activation and a small bias has no partial value: refine stops at the activation and never
+    converts the bias (a transformer stack holds thousands of such biases)."""
+    import surgery.shape_values as sv
+    from surgery.fixes.fold_constants import _facts
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    bias = numpy_helper.from_array(np.arange(4, dtype=np.float32), "bias")
+    nodes = [
+        helper.make_node("Relu", ["x"], ["h"]),
+        helper.make_node("Add", ["h", "bias"], ["a"]),
+        helper.make_node("Shape", ["a"], ["s"]),
+        helper.make_node("Reshape", ["a", "s"], ["y"]),
+    ]
+    graph = helper.make_graph(nodes, "g", [x], [y], [bias])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    read = []
+    real = sv.numpy_helper.to_array
+    monkeypatch.setattr(sv.numpy_helper, "to_array", lambda t, *a: read.append(t.name) or real(t, *a))
+    sv.refine(_facts(model))
+    assert "bias" not in read
+
+
+def test_refine_reads_only_the_nodes_it_may_learn_from():
+    """refine looks at the ops with a value rule or a shape from partial values, and at the readers of what it
+    learnt; a long run of other ops (a transformer's MatMul/Add/Relu) is never read from the proto (50k nodes:
+    reading each one's fields was most of a pass)."""
+    import dataclasses
+    import types
+
+    import surgery.shape_values as sv
+    from surgery.fixes.fold_constants import _facts
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    nodes = [helper.make_node("Relu", [f"h{k}" if k else "x"], [f"h{k + 1}"]) for k in range(40)]
+    nodes += [helper.make_node("Shape", ["h40"], ["s"]), helper.make_node("Reshape", ["h40", "s"], ["y"])]
+    model = helper.make_model(
+        helper.make_graph(nodes, "g", [x], [y]), opset_imports=[helper.make_opsetid("", 13)]
+    )
+    facts = _facts(model)
+    read = []
+
+    class Nodes(list):
+        def __getitem__(self, i):
+            read.append(i)
+            return list.__getitem__(self, i)
+
+    fake = types.SimpleNamespace(
+        graph=types.SimpleNamespace(node=Nodes(model.graph.node)), opset_import=model.opset_import
+    )
+    sv.refine(dataclasses.replace(facts, model=fake))
+    assert len(read) <= 4, read

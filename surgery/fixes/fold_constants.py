@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from contextlib import contextmanager
 
 import numpy as np
 import onnx
@@ -23,8 +24,10 @@ from surgery.graph import (
     _standard_ops_without_bodies,
     all_inputs,
     constant_tensor,
+    copied_reads,
     folds_through,
     light_copy,
+    reads_memo,
 )
 from surgery.text import first_line
 
@@ -234,16 +237,22 @@ def _keep_nodes(graph: onnx.GraphProto, keep: list[int]) -> None:
     graph.node.extend(kept_nodes)
 
 
-def _remove_dead(graph: onnx.GraphProto, removable: set[int]) -> None:
+def _remove_dead(
+    graph: onnx.GraphProto, removable: set[int], reads: list[list[str]] | None = None
+) -> list[list[str]]:
     """Drop removable nodes nobody reads any more (transitively, in one backward sweep), then initializers
-    nobody reads."""
+    nobody reads. `reads`: each node's `all_inputs`, where the caller has them for these very nodes. Returns
+    those of the nodes left."""
     nodes = graph.node
     producer = {o: i for i, n in enumerate(nodes) for o in n.output if o}
+    # each node's reads once: a node holding a body reads through every body nested in it (a walk of them all)
+    if reads is None:
+        reads = [all_inputs(n) for n in nodes]
     alive = [i not in removable for i in range(len(nodes))]
     stack = [o.name for o in graph.output]
-    for i, n in enumerate(nodes):
+    for i in range(len(nodes)):
         if alive[i]:
-            stack.extend(all_inputs(n))
+            stack.extend(reads[i])
     seen: set[str] = set()
     while stack:
         t = stack.pop()
@@ -253,11 +262,11 @@ def _remove_dead(graph: onnx.GraphProto, removable: set[int]) -> None:
         i = producer.get(t)
         if i is not None and not alive[i]:
             alive[i] = True
-            stack.extend(all_inputs(nodes[i]))
+            stack.extend(reads[i])
     keep = [i for i in range(len(nodes)) if alive[i]]
     if len(keep) != len(nodes):
         _keep_nodes(graph, keep)
-    read = {o.name for o in graph.output} | {x for n in graph.node for x in all_inputs(n)}
+    read = {o.name for o in graph.output} | {x for i in keep for x in reads[i]}
     unused = [k for k, t in enumerate(graph.initializer) if t.name not in read]
     gone = {graph.initializer[k].name for k in unused}
     for k in reversed(unused):
@@ -266,6 +275,7 @@ def _remove_dead(graph: onnx.GraphProto, removable: set[int]) -> None:
     stale = [k for k, vi in enumerate(graph.input) if vi.name in gone and vi.name not in read]
     for k in reversed(stale):
         del graph.input[k]
+    return [reads[i] for i in keep]
 
 
 @register(
@@ -334,6 +344,14 @@ def fold_constants(
     _toposort_in_place(out.graph)
     if bodies:
         skipped, done = [], set()
+        # the outer reads of every body of `out`, walked once here and kept while the bodies fold one by one:
+        # each body's fold builds its enclosing scopes' facts, which read them all again (silero VAD: ~30
+        # nested Ifs). A body's fold drops the entries of the graphs it edits (_fold_in).
+        live: dict = {}
+        kept: dict = {}  # the last whole-model shape inference, and the bodies edited since (_kept_typed)
+        with reads_memo(live):
+            for n in out.graph.node:
+                all_inputs(n)
         # outer bodies first; a fold may inline an If inside a body (or drop one): the bodies under the body
         # just folded are listed again (only those: a fold changes nothing outside its body)
         pending = _body_paths(out)
@@ -344,7 +362,9 @@ def fold_constants(
             if path in done:
                 continue
             done.add(path)
-            why = _fold_in(out, path, None, options, raise_errors=body_errors == "raise")
+            why = _fold_in(
+                out, path, None, options, raise_errors=body_errors == "raise", live=live, kept=kept
+            )
             if why:
                 skipped.append(f"{path}: {why}")
             end = k
@@ -420,8 +440,9 @@ def _group(where: dict[str, str]) -> dict[str, list[str]]:
     return groups
 
 
-def _resolve(model: ModelProto, path: str):
-    """The GraphProto (or FunctionProto) at `path`, in `model` itself (to be edited in place)."""
+def _resolve(model: ModelProto, path: str, chain: list | None = None):
+    """The GraphProto (or FunctionProto) at `path`, in `model` itself (to be edited in place). `chain`: gets
+    the bodies on the way, outermost first, the one at `path` last (the main graph left out)."""
     from surgery.graph import bodies as node_bodies
     from surgery.graph import node_keys
 
@@ -430,9 +451,13 @@ def _resolve(model: ModelProto, path: str):
     for name in sorted(functions, key=len, reverse=True):
         if path == name or path.startswith(name + "/"):
             holder, rest = functions[name], path[len(name) + 1 :]
+            if chain is not None:
+                chain.append(holder)
             break
     else:
         if path in functions:
+            if chain is not None:
+                chain.append(functions[path])
             return functions[path]
     while rest:
         nodes = list(holder.node)
@@ -442,6 +467,8 @@ def _resolve(model: ModelProto, path: str):
                 for name, body in sorted(node_bodies(node), key=lambda nb: -len(nb[0])):
                     if tail == name or tail.startswith(name + "/"):
                         holder, rest = body, tail[len(name) + 1 :]
+                        if chain is not None:
+                            chain.append(holder)
                         break
                 else:
                     continue
@@ -486,49 +513,133 @@ def _scope_facts(model: ModelProto, path: str, typed_model: ModelProto | None) -
     return facts
 
 
-def _fold_in(model: ModelProto, path: str, tensors, options, *, raise_errors: bool) -> str:
+def _fold_in(
+    model: ModelProto,
+    path: str,
+    tensors,
+    options,
+    *,
+    raise_errors: bool,
+    live: dict | None = None,
+    kept: dict | None = None,
+) -> str:
     """Fold inside the body at `path` (whole body, or the chains of `tensors`), writing the result into `model`;
-    '' when done, else why it was skipped (raised as FixError with raise_errors)."""
+    '' when done, else why it was skipped (raised as FixError with raise_errors). `live`: the outer reads kept
+    for `model`'s bodies (graph.reads_memo), brought up to date here when the body changes. `kept`: the shape
+    inference of `model` last run by a body's fold and the bodies edited since (_kept_typed), kept up to date
+    here."""
     size_threshold, inline_if, base_dir, limit = options
-    holder = _resolve(model, path)
+    chain: list = []
+    holder = _resolve(model, path, chain)
     is_function = isinstance(holder, onnx.FunctionProto)
     if tensors is None and not holder.node:
         return ""
-    if tensors is None and _only_constants_fold(holder, _never_constant(model, path)):
-        _constants_to_initializers(holder)
-        return ""
-    typed = _typed(model) if any(n.op_type in ("Shape", "Size") for n in holder.node) else None
+    # nothing is edited until the first round: the bodies' outer reads are walked once for all the scopes' facts
+    # (those of `model` kept from before; the copies' only for this stretch)
+    memo: dict = {} if live is None else dict(live)
+    with reads_memo(memo):
+        if tensors is None and _only_constants_fold(holder, _never_constant(model, path)):
+            with _editing(holder, chain, live):
+                _constants_to_initializers(holder)
+            _edited(kept, path)
+            return ""
+        typed = None
+        if any(n.op_type in ("Shape", "Size") for n in holder.node):
+            typed = _kept_typed(model, path, kept)
+            if typed is None:
+                typed = _typed(model)
+                if kept is not None and typed is not None:
+                    kept.update(model=typed, edited=[])
+        try:
+            facts = _scope_facts(model, path, typed)
+        except Exception as exc:  # noqa: BLE001 - as below
+            return _body_failed(path, exc, raise_errors)
     try:
-        facts = _scope_facts(model, path, typed)
         work = ModelProto()
         work.CopyFrom(facts.model)  # the body as a graph, with the outer tensors' types
+        with reads_memo(memo):  # the first round reads `work` as it was copied: its bodies' reads are known
+            copied_reads(facts.model.graph, work.graph)
         for _ in range(1 if tensors is not None else 8):
             news: dict = {}
             changed = _fold_once(
-                work, tensors, size_threshold, inline_if, base_dir, limit, facts=facts, news=news
+                work, tensors, size_threshold, inline_if, base_dir, limit, facts=facts, news=news, memo=memo
             )
+            memo = None  # the round edited `work`
             if not changed or not news.get("more", True):
                 break
             facts = _refresh(facts, work)
         _toposort_in_place(work.graph)
     except Exception as exc:  # noqa: BLE001 - a body that cannot fold is skipped (or refused) whole
-        why = first_line(str(exc)) or type(exc).__name__
-        if raise_errors:
-            raise FixError(f"folding inside {path}: {why}") from None
-        return why
-    if is_function:  # a function has no initializers: what folded becomes Constant nodes at its start
-        consts = [
-            helper.make_node("Constant", [], [t.name], name=f"{t.name}/Constant", value=t)
-            for t in work.graph.initializer
-        ]
-        del holder.node[:]
-        holder.node.extend(consts + list(work.graph.node))
-    else:
-        del holder.node[:]
-        holder.node.extend(work.graph.node)
-        del holder.initializer[:]
-        holder.initializer.extend(work.graph.initializer)
+        return _body_failed(path, exc, raise_errors)
+    with _editing(holder, chain, live):
+        if is_function:  # a function has no initializers: what folded becomes Constant nodes at its start
+            consts = [
+                helper.make_node("Constant", [], [t.name], name=f"{t.name}/Constant", value=t)
+                for t in work.graph.initializer
+            ]
+            del holder.node[:]
+            holder.node.extend(consts + list(work.graph.node))
+        else:
+            del holder.node[:]
+            holder.node.extend(work.graph.node)
+            del holder.initializer[:]
+            holder.initializer.extend(work.graph.initializer)
+    _edited(kept, path)
     return ""
+
+
+def _kept_typed(model: ModelProto, path: str, kept: dict | None) -> ModelProto | None:
+    """The kept shape inference of `model` where it still holds for the body at `path`: no body edited since it
+    ran is that body, one around it or one inside it (a fold edits only its own body, keeps its outputs' names
+    and types, and leaves the node indices of every other graph as they were; the types of a sibling subtree's
+    tensors are what they were). Silero VAD's two If branches then share one inference instead of running the
+    whole model's each. A local function's edit or body is never matched (a call's types read its body)."""
+    if not kept or kept.get("model") is None:
+        return None
+    functions = [_function_name(f) for f in model.functions]
+
+    def in_function(p: str) -> bool:
+        return any(p == f or p.startswith(f + "/") for f in functions)
+
+    if in_function(path):
+        return None
+    for e in kept["edited"]:
+        if in_function(e) or e == path or path.startswith(e + "/") or e.startswith(path + "/"):
+            return None
+    return kept["model"]
+
+
+def _edited(kept: dict | None, path: str) -> None:
+    """Note that the body at `path` was written (whether or not it changed: the kept inference is then not
+    trusted for it, nor for the bodies around or inside it)."""
+    if kept is not None and kept.get("model") is not None:
+        kept["edited"].append(path)
+
+
+@contextmanager
+def _editing(holder, chain: list, live: dict | None):
+    """Around an edit of the body `holder` (`chain`: the graphs that hold it, outermost first, itself last): the
+    kept outer reads of it, of what holds it and of the bodies in it are dropped before, and walked again after
+    (what holds it reads through it; its old bodies go, the new ones are walked once)."""
+    from surgery.graph import forget_reads, graphs_under, outer_reads
+
+    if live is None:
+        yield
+        return
+    graphs = [g for g in chain if isinstance(g, onnx.GraphProto)]
+    forget_reads(live, graphs + graphs_under(holder.node))
+    yield
+    with reads_memo(live):
+        for g in reversed(graphs):  # innermost first: each walk finds the one inside it done
+            outer_reads(g)
+
+
+def _body_failed(path: str, exc: Exception, raise_errors: bool) -> str:
+    """Why folding inside the body at `path` failed (raised as FixError with raise_errors)."""
+    why = first_line(str(exc)) or type(exc).__name__
+    if raise_errors:
+        raise FixError(f"folding inside {path}: {why}") from None
+    return why
 
 
 def _never_constant(model: ModelProto, path: str = "") -> set[str]:
@@ -623,7 +734,8 @@ def _refresh(facts: GraphFacts, work: ModelProto) -> GraphFacts:
 
     if facts.parent is None:  # a function folded as a graph of its own: formal inputs are its inputs
         return GraphFacts.of(work, infer=False)
-    return scope_facts(facts.parent, work.graph, path=facts.path, typed=facts.typed)
+    with reads_memo():  # no edit while the facts are built: the body's nested bodies are walked once
+        return scope_facts(facts.parent, work.graph, path=facts.path, typed=facts.typed)
 
 
 def _typed(model: ModelProto) -> ModelProto | None:
@@ -712,102 +824,119 @@ def _too_big(facts: GraphFacts, tensor: str, nbytes: int, limit: int) -> FixErro
 
 
 def _fold_once(
-    model: ModelProto, tensors, size_threshold, inline_if, base_dir, limit=None, facts=None, news=None
+    model: ModelProto,
+    tensors,
+    size_threshold,
+    inline_if,
+    base_dir,
+    limit=None,
+    facts=None,
+    news=None,
+    memo: dict | None = None,
 ) -> bool:
     """One round on `model.graph`; `facts`: the facts of a body (scope_facts), whose outer constants are
     read as values and never folded into the body (they are the outer scope's to fold). `news`, a dict: its
     "more" says whether another round may find more: an If was inlined, or a value onnxruntime computed is one
     shape inference reads (a small initializer) and the shape values of this round did not know it. Otherwise
     the next round's facts are this round's (the shapes follow from the same values) and it would fold
-    nothing."""
-    graph = model.graph
-    facts = _facts(model) if facts is None else facts
-    const, known = _foldable(model, facts)
-    if facts.parent is not None:
-        known.update(_outer_values(facts, base_dir))
-    outputs = {o.name for o in graph.output}
-    if tensors is not None:
-        missing = [t for t in tensors if t not in const]
-        if missing:
-            t = missing[0]
-            producer = facts.producer_of(t)
-            who = (
-                f"produced by {producer.op_type} '{producer.name}'"
-                if producer is not None
-                else "a graph input"
+    nothing. `memo`: the outer reads known of `model`'s bodies (graph.reads_memo), unedited since."""
+    # up to the first edit below the model is only read: each body's outer reads are walked once
+    with reads_memo(memo):
+        graph = model.graph
+        facts = _facts(model) if facts is None else facts
+        const, known = _foldable(model, facts)
+        if facts.parent is not None:
+            known.update(_outer_values(facts, base_dir))
+        outputs = {o.name for o in graph.output}
+        if tensors is not None:
+            missing = [t for t in tensors if t not in const]
+            if missing:
+                t = missing[0]
+                producer = facts.producer_of(t)
+                who = (
+                    f"produced by {producer.op_type} '{producer.name}'"
+                    if producer is not None
+                    else "a graph input"
+                )
+                raise FixError(
+                    f"tensor '{t}' is not computed only from constants ({who} depends on a graph input or a "
+                    "dynamic shape). Note: freeze the input shapes first, or fold another tensor"
+                )
+            targets = [t for t in tensors if t not in facts.initializers]
+        else:
+            targets = []
+            for i in facts.order:
+                node = graph.node[i]
+                if all(o in const for o in node.output if o):
+                    continue  # a foldable node: its outputs are folded only where a non-foldable reader needs them
+                for x in all_inputs(node):
+                    if x in const and x not in facts.initializers and x not in targets:
+                        targets.append(x)
+            targets += [o for o in outputs if o in const and o not in facts.initializers and o not in targets]
+        # If nodes whose condition folds
+        ifs = [
+            i
+            for i in facts.order
+            if graph.node[i].op_type == "If"
+            and graph.node[i].input[0] in const
+            and inline_if
+            and all(o not in const for o in graph.node[i].output)
+        ]
+        cond_targets = [
+            graph.node[i].input[0] for i in ifs if graph.node[i].input[0] not in facts.initializers
+        ]
+        targets = [t for t in targets if t not in facts.free]
+        eval_targets = list(dict.fromkeys(targets + cond_targets))
+        if not eval_targets and not ifs:
+            return False
+        if limit is not None:  # refuse before computing what the shapes already show is too big
+            for t in targets:
+                info = facts.info(t)
+                numel = info.numel()
+                if numel is not None and info.dtype:
+                    nbytes = numel * helper.tensor_dtype_to_np_dtype(info.dtype).itemsize
+                    if nbytes > limit:
+                        raise _too_big(facts, t, nbytes, limit)
+        values = _evaluate(model, facts, eval_targets, known, base_dir) if eval_targets else {}
+        if limit is not None:
+            for t in targets:
+                if np.asarray(values[t]).nbytes > limit:
+                    raise _too_big(facts, t, int(np.asarray(values[t]).nbytes), limit)
+        branches = []  # (the If's outputs, which branch runs)
+        for i in ifs:
+            cond_name = graph.node[i].input[0]
+            cond = (
+                values[cond_name]
+                if cond_name in values
+                else numpy_helper.to_array(facts.initializers[cond_name])
             )
-            raise FixError(
-                f"tensor '{t}' is not computed only from constants ({who} depends on a graph input or a "
-                "dynamic shape). Note: freeze the input shapes first, or fold another tensor"
-            )
-        targets = [t for t in tensors if t not in facts.initializers]
-    else:
-        targets = []
-        for i in facts.order:
-            node = graph.node[i]
-            if all(o in const for o in node.output if o):
-                continue  # a foldable node: its outputs are folded only where a non-foldable reader needs them
-            for x in all_inputs(node):
-                if x in const and x not in facts.initializers and x not in targets:
-                    targets.append(x)
-        targets += [o for o in outputs if o in const and o not in facts.initializers and o not in targets]
-    # If nodes whose condition folds
-    ifs = [
-        i
-        for i in facts.order
-        if graph.node[i].op_type == "If"
-        and graph.node[i].input[0] in const
-        and inline_if
-        and all(o not in const for o in graph.node[i].output)
-    ]
-    cond_targets = [graph.node[i].input[0] for i in ifs if graph.node[i].input[0] not in facts.initializers]
-    targets = [t for t in targets if t not in facts.free]
-    eval_targets = list(dict.fromkeys(targets + cond_targets))
-    if not eval_targets and not ifs:
-        return False
-    if limit is not None:  # refuse before computing what the shapes already show is too big
-        for t in targets:
-            info = facts.info(t)
-            numel = info.numel()
-            if numel is not None and info.dtype:
-                nbytes = numel * helper.tensor_dtype_to_np_dtype(info.dtype).itemsize
-                if nbytes > limit:
-                    raise _too_big(facts, t, nbytes, limit)
-    values = _evaluate(model, facts, eval_targets, known, base_dir) if eval_targets else {}
-    if limit is not None:
-        for t in targets:
-            if np.asarray(values[t]).nbytes > limit:
-                raise _too_big(facts, t, int(np.asarray(values[t]).nbytes), limit)
-    branches = []  # (the If's outputs, which branch runs)
-    for i in ifs:
-        cond_name = graph.node[i].input[0]
-        cond = (
-            values[cond_name] if cond_name in values else numpy_helper.to_array(facts.initializers[cond_name])
-        )
-        branches.append((list(graph.node[i].output), bool(np.asarray(cond).reshape(-1)[0])))
-    # foldable nodes, and Shape nodes of partly dynamic tensors, go once nobody reads them any more
-    removable = {
-        i
-        for i, n in enumerate(graph.node)
-        if all(o in const for o in n.output if o) or (n.op_type == "Shape" and not n.domain)
-    }
-    if news is not None:
-        from surgery.graph import INFER_KEEP_ELEMENTS, INFER_KEEP_FLOATS
+            branches.append((list(graph.node[i].output), bool(np.asarray(cond).reshape(-1)[0])))
+        # foldable nodes, and Shape nodes of partly dynamic tensors, go once nobody reads them any more
+        removable = {
+            i
+            for i, n in enumerate(graph.node)
+            if all(o in const for o in n.output if o) or (n.op_type == "Shape" and not n.domain)
+        }
+        if news is not None:
+            from surgery.graph import INFER_KEEP_ELEMENTS, INFER_KEEP_FLOATS
 
-        shape_values = facts.__dict__.get("shape_values") or {}
+            shape_values = facts.__dict__.get("shape_values") or {}
 
-        def unseen(t: str) -> bool:  # a value inference reads (1-D, small) that no fact of this round held
-            v = np.asarray(values[t])
-            p = facts.producer_of(t)
-            return (
-                v.ndim <= 1
-                and v.size <= (INFER_KEEP_FLOATS if v.dtype.kind in "fc" else INFER_KEEP_ELEMENTS)
-                and t not in known
-                and not (t in shape_values and shape_values[t].known)
-                and not (p is not None and p.op_type == "Constant")
-            )
+            def unseen(t: str) -> bool:
+                """A value inference reads (1-D, small) that no fact of this round held."""
+                v = np.asarray(values[t])
+                p = facts.producer_of(t)
+                return (
+                    v.ndim <= 1
+                    and v.size <= (INFER_KEEP_FLOATS if v.dtype.kind in "fc" else INFER_KEEP_ELEMENTS)
+                    and t not in known
+                    and not (t in shape_values and shape_values[t].known)
+                    and not (p is not None and p.op_type == "Constant")
+                )
 
-        news["more"] = bool(branches) or any(unseen(t) for t in targets)
+            news["more"] = bool(branches) or any(unseen(t) for t in targets)
+        # the nodes' reads, for the sweeps below: what they read does not change until an If is inlined
+        reads = [all_inputs(n) for n in graph.node]
     changed = False
     existing = {t.name for t in graph.initializer}
     for t in targets:
@@ -827,12 +956,14 @@ def _fold_once(
         new_index = {old: new for new, old in enumerate(keep)}
         removable = {new_index[i] for i in removable if i in new_index}
         _keep_nodes(graph, keep)
-    _remove_dead(graph, removable)
+        reads = [reads[i] for i in keep]
+    reads = _remove_dead(graph, removable, reads)
     changed = changed or len(graph.node) != before
     for if_outputs, taken in branches:  # node indices moved: find each If again by its outputs
         j = next(j for j, n in enumerate(graph.node) if n.op_type == "If" and list(n.output) == if_outputs)
         _inline_if(graph, j, taken)
         changed = True
+        reads = None  # the branch's nodes replace the If: read again
     if changed:
-        _remove_dead(graph, {i for i, n in enumerate(graph.node) if n.op_type == "Constant"})
+        _remove_dead(graph, {i for i, n in enumerate(graph.node) if n.op_type == "Constant"}, reads)
     return changed
