@@ -11,9 +11,10 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+from google.protobuf.message import EncodeError
 from onnx import ModelProto, TensorProto, helper
 
-from surgery.model import PROTOBUF_LIMIT, has_external_data, save_model, serialized_size
+from surgery.model import has_external_data, save_model
 
 # Minimal IR version that introduced each element type (onnx/onnx docs/IR.md, "IR version history").
 _DTYPE_MIN_IR = {
@@ -87,6 +88,15 @@ def runnable_copy(model: ModelProto) -> ModelProto:
     return copy
 
 
+def _serialized(model: ModelProto) -> bytes | None:
+    """The model as one message; None past protobuf's 2 GiB (weights held in memory, as onnxruntime's quantizer
+    leaves a 1B model), where protobuf raises EncodeError."""
+    try:
+        return model.SerializeToString()
+    except EncodeError:
+        return None
+
+
 def make_session(
     model: ModelProto,
     base_dir: Path | str | None = None,
@@ -117,16 +127,15 @@ def make_session(
     run = runnable_copy(model)
     if path is not None and run is model:
         return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-    if serialized_size(run) > PROTOBUF_LIMIT:
-        # over 2 GiB held in memory cannot be one message: a private file with its weights beside it (the session
-        # has read them once it exists; the folder goes)
+    data = _serialized(run)
+    if data is None:  # a private file with the weights beside it; the session has read them once it exists
         with tempfile.TemporaryDirectory(prefix="onnx-surgery-session-") as tmp:
             file = save_model(run, Path(tmp) / "model.onnx", base_dir, external=True)
             return ort.InferenceSession(str(file), so, providers=["CPUExecutionProvider"])
     if base_dir is not None and has_external_data(run):
         # external locations are relative to the model's folder: tell onnxruntime the folder (nothing written)
         so.add_session_config_entry("session.model_external_initializers_file_folder_path", str(base_dir))
-    return ort.InferenceSession(run.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
 
 
 def run_serialized(data: bytes, feeds: dict, base_dir: str | None = None) -> dict[str, np.ndarray]:

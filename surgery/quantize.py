@@ -121,9 +121,8 @@ def check_quantizable(model: ModelProto, exclude: list[str] | tuple[str, ...] = 
             "onnxruntime cannot run it to calibrate"
         )
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
-    if (
-        opset < 19
-    ):  # QuantizeLinear takes float16 / bfloat16 from opset 19: onnxruntime would write an invalid model
+    # QuantizeLinear takes float16 / bfloat16 from opset 19: below it, onnxruntime would write an invalid model
+    if opset < 19:
         half = {TensorProto.FLOAT16: "float16", TensorProto.BFLOAT16: "bfloat16"}
         types = {t.name: t.data_type for t in g.initializer}
         types.update((v.name, v.type.tensor_type.elem_type) for v in [*g.input, *g.value_info])
