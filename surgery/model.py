@@ -621,8 +621,17 @@ def save_model(
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     kept = base_dir is not None and has_external_data(proto)
-    total = serialized_size(proto) + (external_size(proto) if kept else 0)
-    if external or (external is None and total > PROTOBUF_LIMIT):
+    blob = None  # the model as one message, when it is all in memory: serialized once, not sized first
+    if external is None and not kept:
+        from google.protobuf.message import EncodeError
+
+        try:
+            blob = proto.SerializeToString()
+        except EncodeError:  # past protobuf's 2 GiB
+            external = True
+    elif external is None:
+        external = serialized_size(proto) + external_size(proto) > PROTOBUF_LIMIT
+    if external:
         data = path.parent / (path.name + ".data")
         # new files, never written through: writing into an existing name would change every hard link to it
         data.unlink(missing_ok=True)
@@ -632,7 +641,7 @@ def save_model(
         stream_weights(out, Path(base_dir) if kept else None, data)
         write_atomic(path, out.SerializeToString())
     else:
-        write_atomic(path, with_weights(proto, base_dir).SerializeToString())
+        write_atomic(path, blob if blob is not None else with_weights(proto, base_dir).SerializeToString())
     return path
 
 
