@@ -51,9 +51,14 @@ def _model(levels=3):
         nodes.append(helper.make_node("Relu", [y], [f"relu{k}"]))
         x = f"relu{k}"
     nodes.append(helper.make_node("Identity", [x], ["y"]))
+    return _batch_model(nodes, inits, "shuffles")
+
+
+def _batch_model(nodes, inits, name):
+    """x [batch, 8, 4, 4] -> nodes -> y, at opset 13."""
     graph = helper.make_graph(
         nodes,
-        "shuffles",
+        name,
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8, 4, 4])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
         inits,
@@ -91,14 +96,7 @@ def test_a_dynamic_element_stays_computed_through_arithmetic():
         helper.make_node("Reshape", ["x", "t"], ["y"]),
     ]
     inits = [_i64("i0", 0), _i64("eight", 8), _i64("two", 2), _i64("ax", [0]), _i64("m1", [-1])]
-    graph = helper.make_graph(
-        nodes,
-        "dyn",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8, 4, 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model = _batch_model(nodes, inits, "dyn")
     out = get_fix("fold_constants")(model)
     assert [n.op_type for n in out.graph.node] == [n.op_type for n in model.graph.node]
     for batch in (1, 3):
