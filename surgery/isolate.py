@@ -28,6 +28,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 from surgery import resources
 
@@ -106,6 +108,20 @@ def _pool_key(env: dict | None, nice: int) -> tuple:
     return (nice, *sorted((env or {}).items()))
 
 
+# A pipe's buffer is 64 KiB by default: a serialized model crosses it in that many pieces, and a caller thread
+# waits for the GIL before each (up to sys.getswitchinterval(), 5 ms, while another thread runs Python), so 20 MB
+# took 2.7 s beside a busy thread instead of 0.05 s. 1 MiB is Linux's limit for an unprivileged process
+# (/proc/sys/fs/pipe-max-size).
+PIPE_SIZE = 1 << 20
+
+
+def _widen(fd: int) -> None:
+    import fcntl
+
+    with contextlib.suppress(OSError, AttributeError):  # AttributeError: no F_SETPIPE_SZ off Linux
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
+
+
 class _Worker:
     def __init__(self, env: dict | None, nice: int = 0, imports: tuple[str, ...] = ()):
         self.env_key = _pool_key(env, nice)
@@ -130,6 +146,8 @@ class _Worker:
             with contextlib.suppress(OSError):
                 os.setpriority(os.PRIO_PROCESS, self.proc.pid, nice)
         os.set_blocking(self.proc.stdin.fileno(), False)  # written by _send, which keeps the call's deadline
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            _widen(pipe.fileno())
         self.calls = 0
         self.dead = False
 
@@ -167,6 +185,16 @@ class _Worker:
             return self._died(err_offset)
         if not sent:
             self._timed_out(timeout, err_offset)
+        with _waiting_changed:  # this thread now waits on the worker (see Beside)
+            _waiting[threading.get_ident()] = _waiting.get(threading.get_ident(), 0) + 1
+            _waiting_changed.notify_all()
+        try:
+            return self._answer(timeout, deadline, err_offset, progress_file, progress)
+        finally:
+            with _waiting_changed:
+                _waiting[threading.get_ident()] -= 1
+
+    def _answer(self, timeout: float, deadline: float, err_offset: int, progress_file: str, progress):
         fd, buf, need, seen = self.proc.stdout.fileno(), bytearray(), None, 0
         while True:
             left = deadline - time.monotonic()
@@ -221,6 +249,44 @@ class _Worker:
 
 _idle: list[_Worker] = []
 _lock = threading.Lock()
+_waiting: dict[int, int] = {}  # thread ident -> its calls whose request a worker has, answer not yet read
+_waiting_changed = threading.Condition()
+
+
+class Beside:
+    """`fn()` in a thread of its own, for work that is mostly a wait on isolated workers (verification's
+    onnxruntime runs), so that the caller can do its own work meanwhile on a second core. `in_worker()` returns
+    once the thread waits on a worker or has finished: the caller's Python then does not compete for the GIL with
+    the thread's own Python before its call (a verification's region analysis), which would only delay the
+    worker's start. `result()` waits for the thread: fn's value, or what it raised."""
+
+    def __init__(self, fn: Callable[[], Any]):
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self._done = False
+        # a daemon: an interrupted caller does not wait for the worker's answer at exit (the worker is killed then)
+        self._thread = threading.Thread(target=self._run, args=(fn,), name="onnx-surgery-beside", daemon=True)
+        self._thread.start()
+
+    def _run(self, fn: Callable[[], Any]) -> None:
+        try:
+            self._value = fn()
+        except BaseException as exc:  # handed to result()'s caller
+            self._error = exc
+        finally:
+            with _waiting_changed:
+                self._done = True
+                _waiting_changed.notify_all()
+
+    def in_worker(self, timeout: float | None = None) -> None:
+        with _waiting_changed:
+            _waiting_changed.wait_for(lambda: self._done or _waiting.get(self._thread.ident, 0) > 0, timeout)
+
+    def result(self) -> Any:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
 
 
 def _take(env: dict | None, nice: int = 0, module: str = "") -> _Worker:

@@ -221,6 +221,15 @@ RUN_TIMEOUT_S = 600.0
 RUN_IN_WORKER = "surgery.ort:run_serialized"
 
 
+def prewarm_verification() -> None:
+    """Start the worker that verification's onnxruntime runs take, importing what they need, while the caller
+    goes on (a fix applying its first step): the run then does not wait for an interpreter and onnxruntime's
+    import. Nothing when such a worker is idle already."""
+    from surgery.isolate import prewarm
+
+    prewarm((RUN_FIRST_IN_WORKER.partition(":")[0], "onnxruntime"))
+
+
 def _run(model: ModelProto, feeds, base_dir):
     """The model's outputs, computed by onnxruntime in an isolated worker: random inputs can crash a kernel
     (an integer division by a zero input is SIGFPE), and a crash must not take the CLI or the app with it."""

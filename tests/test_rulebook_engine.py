@@ -348,3 +348,24 @@ def test_matching_reads_outcomes_without_writing_reasons(monkeypatch):
         '<ir_version: 8, opset_import: ["" : 13]>\ng (float[n,3] x) => (float[n,3] y) { y = Relu (x) }'
     )
     assert not matches(Context(model), dyn, model.graph.node[0])
+
+
+def test_the_next_rounds_matching_runs_while_the_step_is_verified_and_is_used(monkeypatch):
+    import threading
+
+    import surgery.rulebook.engine as engine
+
+    calls = []
+    real = engine.propose
+
+    def propose_and_note(model, *args, **kwargs):
+        beside = [t for t in threading.enumerate() if t.name == "onnx-surgery-beside" and t.is_alive()]
+        calls.append(bool(beside))
+        return real(model, *args, **kwargs)
+
+    monkeypatch.setattr(engine, "propose", propose_and_note)
+    ws = Workspace.open(onnx.parser.parse_model(TWO_DOWNSCALES).SerializeToString())
+    applied, refused = run_rules(ws, [RULES["resize-antialias-off"]], ["tensorrt-static@10.15"])
+    assert len(applied) == 1 and applied[0].verification.status in ("ok", "failed")
+    # the first round's matching, then the fixpoint's, made during the step's verification and not made again
+    assert calls == [False, True]

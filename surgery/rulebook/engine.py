@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from onnx import ModelProto
 
 from surgery.fixes import FixError, get_fix
+from surgery.isolate import Beside
 from surgery.rulebook.matcher import Context, matched_any_input, matches
 from surgery.rulebook.schema import Rule, applies_to
 from surgery.rulebook.tracer import explain
 from surgery.text import first_line
-from surgery.verify import VerifyReport
+from surgery.verify import VerifyReport, prewarm_verification
 from surgery.verify import verify as _verify
 from surgery.workspace import Step, Workspace
 
@@ -418,12 +420,18 @@ def apply(
     depth: str | None = None,
     allow_cut: bool = False,
     guard: Guard | None = None,
+    meanwhile: Callable[[ModelProto], None] | None = None,
 ) -> Applied:
     """Apply a proposal as a workspace step; verify it against the model before it (onnxruntime, seeded
     inputs); with `targets` (and `check`), check them before and after. A step that breaks a promise is undone
     and raised as StepRefused with its reason: it loses an original output (a cut: taken with `allow_cut`), an
     exact fix changed the numbers, an approximate one passed its rule's bound, or (with a `guard`) it did not
-    cure the refusal it was meant for or regresses a target."""
+    cure the refusal it was meant for or regresses a target.
+
+    The verification runs in a thread while this one checks the targets on the step's result and then calls
+    `meanwhile(result)` (the next round's matching): most of a verification is a wait on onnxruntime in its
+    isolated worker (at 50k nodes ~9 s of a 13 s verification), which a second core spends on that work. The
+    outcome is judged as if in sequence: a broken number first, then the targets."""
     from surgery.verify import lost_outputs
 
     if proposal.step is None:
@@ -439,7 +447,8 @@ def apply(
 
         before = check_model(before_model, targets, base, depth=depth)
     workspace.apply(replace(proposal.step, node=proposal.node))  # the step records the node it acted on
-    lost = lost_outputs(before_model, workspace.current)
+    result = workspace.current
+    lost = lost_outputs(before_model, result)
     if lost and not allow_cut:
         _drop_last(workspace)
         raise StepRefused(
@@ -448,38 +457,54 @@ def apply(
             "(fix --allow-cut; the app's Take the cut): the host then runs what the step removes",
             detail="; ".join(lost),
         )
-    report = None
-    if verify:
+
+    def verification() -> VerifyReport:
+        dims = _verify_dims(before_model, proposal.rule.verify_dims)
+        return _verify(
+            before_model,
+            result,
+            base_dir=base,
+            safety=proposal.safety,
+            dims=dims,
+            feeds=_pinned_feeds(before_model, pins_in([proposal.step]), dims),
+            bound=proposal.rule.bound,
+        )
+
+    checked = guard is not None and guard.needs_check(proposal, before)
+    after, report = [], None
+    pending = Beside(verification) if verify else None
+    try:
+        if pending is not None:
+            pending.in_worker()  # its own analysis first, alone: the worker starts sooner
+        if checked:
+            after = guard.check(result)
+        elif guard is None and targets:
+            from surgery.diagnose import check_model
+
+            after = check_model(result, targets, base, depth=depth)
+        if meanwhile is not None:
+            meanwhile(result)
+    finally:
         try:
-            dims = _verify_dims(before_model, proposal.rule.verify_dims)
-            report = _verify(
-                before_model,
-                workspace.current,
-                base_dir=base,
-                safety=proposal.safety,
-                dims=dims,
-                feeds=_pinned_feeds(before_model, pins_in([proposal.step]), dims),
-                bound=proposal.rule.bound,
-            )
+            report = pending.result() if pending is not None else None
         except BaseException:
             _drop_last(workspace)  # an unverified step does not stay behind a crash
             raise
-        if report.status == "failed" and proposal.safety == "exact":
-            _drop_last(workspace)
-            raise StepRefused(
-                "not-exact",
-                f"{proposal.rule.id}: an exact fix changed the results, undone: {report.summary()}",
-            )
-        if report.status == "failed" and report.bound is not None:
-            _drop_last(workspace)
-            raise StepRefused(
-                "beyond-bound",
-                f"{proposal.rule.id}: beyond its bound ({report.bound:.2%} of each output's range), undone: "
-                f"{report.summary()}",
-            )
-    after, regressed = [], []
-    if guard is not None and guard.needs_check(proposal, before):
-        after = guard.check(workspace.current)
+    if report is not None and report.status == "failed" and proposal.safety == "exact":
+        _drop_last(workspace)
+        raise StepRefused(
+            "not-exact",
+            f"{proposal.rule.id}: an exact fix changed the results, undone: {report.summary()}",
+        )
+    if report is not None and report.status == "failed" and report.bound is not None:
+        _drop_last(workspace)
+        raise StepRefused(
+            "beyond-bound",
+            f"{proposal.rule.id}: beyond its bound ({report.bound:.2%} of each output's range), undone: "
+            f"{report.summary()}",
+        )
+    regressed = []
+    if checked:
         try:
             regressed = guard.judge(proposal, before, after)
         except StepRefused:
@@ -488,11 +513,7 @@ def apply(
         guard.reports, guard.stale = after, False
     elif guard is not None:
         guard.settle()
-    elif targets:
-        from surgery.diagnose import check_model
-
-        after = check_model(workspace.current, targets, base, depth=depth)
-    host = _removed_upstream(before_model, workspace.current) if lost else []
+    host = _removed_upstream(before_model, result) if lost else []
     return Applied(proposal, report, before, after, lost, host, regressed)
 
 
@@ -655,12 +676,33 @@ def run_rules(
             if kind and undone is not None:
                 undone.append((kind, line))
 
+    ahead: dict[int, tuple[ModelProto, tuple, Context, list[Proposal]]] = {}
+
+    def look_ahead(model: ModelProto) -> None:
+        """The next round's proposals on a step's result, made while its verification runs (see `apply`)."""
+        from surgery.graph import edit_stamp
+
+        ctx = Context(model)
+        ahead.clear()
+        ahead[id(model)] = (model, edit_stamp(model), ctx, propose(model, rules, targets, values, ctx=ctx))
+
+    def proposals_now() -> tuple[Context, list[Proposal]]:
+        from surgery.graph import edit_stamp
+
+        model = workspace.current
+        hit = ahead.pop(id(model), None)
+        if hit is not None and hit[0] is model and hit[1] == edit_stamp(model):
+            return hit[2], hit[3]
+        ctx = Context(model)
+        return ctx, propose(model, rules, targets, values, ctx=ctx)
+
     def attempt(group: list[Proposal], index: dict[str, int]) -> tuple[Applied | None, list[Proposal]]:
         """Apply the group as one step; on failure, halve it until the node that breaks it is refused (the rest
         is proposed again next round). Returns what was applied and the proposals refused."""
         proposal = batch(group, index)
         try:
-            return apply(workspace, proposal, verify, guard=guard, allow_cut=allow_cut), []
+            step = apply(workspace, proposal, verify, guard=guard, allow_cut=allow_cut, meanwhile=look_ahead)
+            return step, []
         except StepRefused as exc:
             rest = [p for p in group if p.node not in exc.nodes]
             if exc.nodes and rest:  # some of the batch did not cure: those are refused, the rest tried again
@@ -684,9 +726,9 @@ def run_rules(
     for _ in range(max_rounds):
         state = prints(workspace.current)
         eligible = only(workspace.current) if only else None
-        ctx = Context(workspace.current)
+        ctx, proposals = proposals_now()
         ready = []
-        for proposal in propose(workspace.current, rules, targets, values, ctx=ctx):
+        for proposal in proposals:
             if (
                 eligible is not None
                 and proposal.node not in eligible
@@ -705,6 +747,8 @@ def run_rules(
         if not ready:
             break
         group = [p for p in ready if p.rule.id == ready[0].rule.id]
+        if verify:
+            prewarm_verification()  # its worker starts while the step is applied and analysed
         done, failed = attempt(group, ctx.facts.index)
         tried.update((state, p.rule.id, p.node) for p in failed)
         if done is None:
