@@ -431,3 +431,26 @@ def test_facts_are_kept_per_model_object_until_an_edit_changes_its_stamp_or_they
     GraphFacts.forget(model)
     third = GraphFacts.of(model)
     assert third is not second and third.ops[0] == "Identity"
+
+
+def test_dtype_and_get_read_what_info_reads_for_every_tensor_of_every_sample():
+    """GraphFacts.dtype and TensorTable.get are fast paths of info(): the same answers, typed by inference or
+    declared, for initializers, Constant outputs, unknown names, and facts whose table was replaced (a ChainMap
+    of probed shapes, as explicit_squeeze_axes makes)."""
+    import dataclasses
+    from collections import ChainMap
+
+    from surgery.graph import TensorInfo
+    from surgery.samples import SAMPLES
+
+    for name in SAMPLES:
+        model = build(name)
+        for facts in (GraphFacts.of(model), GraphFacts.of(model, infer=False)):
+            names = {x for n in model.graph.node for x in (*n.input, *n.output) if x} | {"not-a-tensor"}
+            for x in names:
+                assert facts.dtype(x) == facts.info(x).dtype, (name, x)
+                spelled_out = facts.tensors[x] if x in facts.tensors else None  # noqa: SIM401 - what get() means
+                assert facts.tensors.get(x) == spelled_out, (name, x)
+            probe = {x: TensorInfo(x, TensorProto.DOUBLE, (1,)) for x in list(names)[:2]}
+            other = dataclasses.replace(facts, tensors=ChainMap(probe, facts.tensors))
+            assert all(other.dtype(x) == other.info(x).dtype for x in names)
