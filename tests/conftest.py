@@ -39,6 +39,24 @@ def _sessions_in_a_temporary_folder(tmp_path_factory):
         yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _temporary_files_in_the_sessions_folder(tmp_path_factory):
+    """What the code under test writes to the system's temp folder (and what its servers and workers write
+    there) goes to a folder pytest removes with its others, not to /tmp, run after run. Ray's sockets keep a short
+    folder of their own (a socket's path has at most 107 bytes; pytest's folders under xdist are longer)."""
+    import shutil
+    import tempfile
+
+    folder = tmp_path_factory.mktemp("tmp")
+    ray = tempfile.mkdtemp(prefix="onnx-surgery-tests-ray-")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TMPDIR", str(folder))
+        mp.setenv("RAY_TMPDIR", ray)
+        mp.setattr(tempfile, "tempdir", str(folder))
+        yield
+    shutil.rmtree(ray, ignore_errors=True)
+
+
 @pytest.fixture
 def two_quantizers(tmp_path) -> Path:
     """A file with two DynamicQuantizeLinear nodes (N in TensorRT 10.15's operator table, whose parser says only

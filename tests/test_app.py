@@ -97,6 +97,12 @@ def test_build_page_builds_on_onnxruntime_and_shows_numbers():
     assert any("onnxruntime" in s.value and "built" in s.value for s in at.success)
     assert at.dataframe[0].value.loc["onnxruntime", "worst mean rel error"] < 1e-6
     assert at.dataframe[0].value.loc["onnxruntime", "timed runs"] <= 3
+    # the engine to download lies in the session's own folder; the next Build empties it, leaving nothing behind
+    first = Path(at.session_state["build_artifacts"])
+    assert [p.name for p in first.iterdir()] == ["model.ort-optimized.onnx"]
+    at.button(key="build_go").click()
+    at.run()
+    assert not first.exists() and Path(at.session_state["build_artifacts"]).is_dir()
     at.selectbox(key="build_precision").set_value("fp16")
     at.run()
     assert not at.exception, at.exception  # fp16 offers the Precision page (st.page_link) beside the build

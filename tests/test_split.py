@@ -1,7 +1,9 @@
 """`split`: target parts and fallback parts that chain back to the original function (surgery.split, the CLI)."""
 
+import contextlib
 import importlib.util
 import json
+import tempfile
 
 import numpy as np
 import onnx
@@ -9,6 +11,7 @@ import onnx.parser
 import pytest
 from onnx import TensorProto, helper
 
+from surgery import isolate
 from surgery.cli import main
 from surgery.diagnose import check_one
 from surgery.ort import make_session
@@ -66,10 +69,26 @@ def reference(model, feeds):
     return dict(zip(names, sess.run(names, feeds)))
 
 
+@contextlib.contextmanager
+def _private_tmp(folder):
+    """tempfile's folder pointed at `folder` for the block (what this process writes there; workers have their own)."""
+    folder.mkdir()
+    old, tempfile.tempdir = tempfile.tempdir, str(folder)
+    try:
+        yield folder
+    finally:
+        tempfile.tempdir = old
+
+
 @live
 def test_string_front_end_goes_to_onnxruntime_and_the_numeric_body_to_the_live_parser(tmp_path):
     model = parse(STRING_FRONT)
-    plan = make_plan(model, "tensorrt")
+    with _private_tmp(tmp_path / "tmp") as tmp:
+        plan = make_plan(model, "tensorrt")
+    # its TensorRT part was built (a plan is verified only when its parts build), and nothing of it left behind
+    assert plan.parts[1].build["depth"] == "build" and plan.parts[1].build["ok"]
+    isolate.shutdown()  # an idle worker's folder goes with it
+    assert list(tmp.iterdir()) == []
     assert [(p.role, p.backend, p.nodes) for p in plan.parts] == [
         ("fallback", "onnxruntime", ["norm", "enc"]),
         ("target", "tensorrt", ["cast", "unsq", "mm", "add", "relu"]),

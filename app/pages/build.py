@@ -2,6 +2,8 @@
 "INT8 (calibrate)" quantizes the current model first (surgery.quantize, random or uploaded .npz calibration) and
 builds it at int8 next to its float32 original at fp16 and fp32 (surgery.backends.build.build_ladder)."""
 
+import atexit
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -130,6 +132,18 @@ def _calibration(tmp: str) -> str | None:
     return str(path)
 
 
+def _artifact_dir() -> str:
+    """This browser session's build folder, private: the last build's engines stay there to download until the
+    next Build empties it, and it goes when the server stops (builds no longer leave a folder in /tmp each)."""
+    old = st.session_state.get("build_artifacts")
+    if old:
+        shutil.rmtree(old, ignore_errors=True)
+    new = tempfile.mkdtemp(prefix="onnx-surgery-build-")
+    atexit.register(shutil.rmtree, new, True)
+    st.session_state["build_artifacts"] = new
+    return new
+
+
 if st.button("Build", key="build_go", type="primary", disabled=not backends):
     s.pop("quantized", None)
     s.build_results, bars = [], {}
@@ -139,7 +153,11 @@ if st.button("Build", key="build_go", type="primary", disabled=not backends):
         return lambda f, m: bars[backend].progress(min(max(f, 0.0), 1.0), text=m[:80])
 
     options = BuildOptions(
-        precision=precision, runs=int(runs), profiles=profiles, tune_trials=int(tune_trials)
+        precision=precision,
+        runs=int(runs),
+        profiles=profiles,
+        tune_trials=int(tune_trials),
+        out_dir=_artifact_dir(),
     )
     with tempfile.TemporaryDirectory(prefix="onnx-surgery-calib-") as tmp:
         calibration = _calibration(tmp) if calibrate else None

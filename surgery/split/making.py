@@ -401,7 +401,9 @@ def build_target_parts(plan: Plan, target: str, base_dir) -> dict[str, str]:
                 "verification did not run); give --input-shape",
             }
             continue
-        r = build_model(target, part.model, BuildOptions(measure=False, profiles=profiles), base_dir=base_dir)
+        # whether the part builds; its engine is not kept (it was left in a temp folder of its own, per part)
+        opts = BuildOptions(measure=False, artifact=False, profiles=profiles)
+        r = build_model(target, part.model, opts, base_dir=base_dir)
         part.build = {
             "depth": "build",
             "ok": r.ok,
