@@ -8,6 +8,9 @@ The child is a worker that stays alive between calls (imports such as `tvm` or `
 worker, not once per call); a worker that crashed or timed out is killed and replaced on the next call. Each
 call has a worker to itself (threads get one each), and `fresh=True` asks for a one-shot process instead.
 
+`Beside(fn)` runs work that is mostly a wait on a worker (a fix step's verification) in a thread of its own, and
+tells its caller when that thread has reached the worker, so that the caller's own work overlaps the worker's.
+
 `prewarm(modules)` starts a worker ahead of its first call, importing those modules while the caller does its own
 work (a one-shot CLI check reads and parses the model meanwhile): on two cores the backend's import no longer
 follows the parent's. The worker is started fresh, never forked from the caller (forking a process that holds
@@ -185,14 +188,18 @@ class _Worker:
             return self._died(err_offset)
         if not sent:
             self._timed_out(timeout, err_offset)
+        me = threading.get_ident()
         with _waiting_changed:  # this thread now waits on the worker (see Beside)
-            _waiting[threading.get_ident()] = _waiting.get(threading.get_ident(), 0) + 1
+            _waiting[me] = _waiting.get(me, 0) + 1
             _waiting_changed.notify_all()
         try:
             return self._answer(timeout, deadline, err_offset, progress_file, progress)
         finally:
             with _waiting_changed:
-                _waiting[threading.get_ident()] -= 1
+                if _waiting[me] > 1:
+                    _waiting[me] -= 1
+                else:
+                    del _waiting[me]  # thread idents are reused: no entry stays behind
 
     def _answer(self, timeout: float, deadline: float, err_offset: int, progress_file: str, progress):
         fd, buf, need, seen = self.proc.stdout.fileno(), bytearray(), None, 0
