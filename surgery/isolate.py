@@ -190,16 +190,13 @@ class _Worker:
             self._timed_out(timeout, err_offset)
         me = threading.get_ident()
         with _waiting_changed:  # this thread now waits on the worker (see Beside)
-            _waiting[me] = _waiting.get(me, 0) + 1
+            _waiting.add(me)
             _waiting_changed.notify_all()
         try:
             return self._answer(timeout, deadline, err_offset, progress_file, progress)
         finally:
             with _waiting_changed:
-                if _waiting[me] > 1:
-                    _waiting[me] -= 1
-                else:
-                    del _waiting[me]  # thread idents are reused: no entry stays behind
+                _waiting.discard(me)
 
     def _answer(self, timeout: float, deadline: float, err_offset: int, progress_file: str, progress):
         fd, buf, need, seen = self.proc.stdout.fileno(), bytearray(), None, 0
@@ -256,8 +253,10 @@ class _Worker:
 
 _idle: list[_Worker] = []
 _lock = threading.Lock()
-_waiting: dict[int, int] = {}  # thread ident -> its calls whose request a worker has, answer not yet read
+_waiting: set[int] = set()  # threads whose request a worker has, its answer not yet read
 _waiting_changed = threading.Condition()
+_busy: dict[int, _Worker] = {}  # thread ident -> the worker its call is on (Beside.cancel stops it)
+_cancelled: set[int] = set()  # threads whose calls are refused (a cancelled Beside)
 
 
 class Beside:
@@ -281,13 +280,28 @@ class Beside:
         except BaseException as exc:  # handed to result()'s caller
             self._error = exc
         finally:
+            with _lock:
+                _cancelled.discard(threading.get_ident())
             with _waiting_changed:
                 self._done = True
                 _waiting_changed.notify_all()
 
     def in_worker(self, timeout: float | None = None) -> None:
         with _waiting_changed:
-            _waiting_changed.wait_for(lambda: self._done or _waiting.get(self._thread.ident, 0) > 0, timeout)
+            _waiting_changed.wait_for(lambda: self._done or self._thread.ident in _waiting, timeout)
+
+    def cancel(self) -> None:
+        """Stop the work and wait for its thread: the worker it waits on is killed (the call raises BackendCrash
+        there) and any later call of that thread is refused. What a caller interrupted (Ctrl-C) does, instead of
+        waiting minutes for an answer nobody reads."""
+        ident = self._thread.ident
+        with _lock:
+            _cancelled.add(ident)
+            worker = _busy.get(ident)
+        if worker is not None:  # a signal, not kill(): the thread itself reads the pipe's end and closes it
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(worker.proc.pid, signal.SIGKILL)
+        self._thread.join()
 
     def result(self) -> Any:
         self._thread.join()
@@ -372,11 +386,19 @@ def call_isolated(
     `progress(fraction, message)` receives what the child reports with `report_progress`, while it runs.
     `env` adds environment variables for the child; `fresh=True` uses a new process just for this call; `nice`
     (0-19) lowers the worker's CPU priority (workers of each priority are pooled apart)."""
+    me = threading.get_ident()
+    if me in _cancelled:
+        raise BackendCrash("cancelled")
     worker = _Worker(env, nice) if fresh else _take(env, nice, func_path.partition(":")[0])
+    with _lock:
+        _busy[me] = worker
+        cancelled = me in _cancelled  # cancelled while the worker started: its signal found no worker to stop
     try:
+        if cancelled:
+            raise BackendCrash("cancelled")
         result = worker.call(func_path, args, kwargs, timeout, progress)
     except BackendCrash:
-        if worker.alive() and not fresh:
+        if worker.alive() and not fresh and not cancelled:
             _give_back(worker)  # a Python exception leaves the worker healthy
         else:
             worker.kill()
@@ -384,6 +406,9 @@ def call_isolated(
     except BaseException:  # KeyboardInterrupt, unpicklable arguments: do not leave a half-read pipe around
         worker.kill()
         raise
+    finally:
+        with _lock:
+            _busy.pop(me, None)
     if fresh:
         worker.kill()
     else:

@@ -65,3 +65,29 @@ def test_the_worker_pipes_hold_a_mebibyte():
             assert fcntl.fcntl(pipe.fileno(), fcntl.F_GETPIPE_SZ) >= isolate.PIPE_SIZE
     finally:
         worker.kill()
+
+
+def test_cancel_stops_the_worker_the_thread_waits_on_and_refuses_its_later_calls():
+    later = []
+
+    def work():
+        try:
+            call_isolated("time:sleep", 60)
+        except isolate.BackendCrash as exc:
+            later.append(str(exc))
+        try:
+            call_isolated("os:getpid")
+        except isolate.BackendCrash as exc:
+            later.append(str(exc))
+        return "went on"
+
+    pending = Beside(work)
+    pending.in_worker(timeout=60)
+    (worker,) = isolate._busy.values()
+    started = time.monotonic()
+    pending.cancel()
+    assert time.monotonic() - started < 10  # not the sleep's 60 s
+    assert worker.proc.poll() is not None  # the process is gone
+    assert later[0].startswith("backend crashed: signal 9") and later[1] == "cancelled"
+    assert pending.result() == "went on" and not isolate._busy and not isolate._cancelled
+    assert call_isolated("os:getpid") > 0  # other threads' calls, this one's included, are not refused

@@ -369,3 +369,25 @@ def test_the_next_rounds_matching_runs_while_the_step_is_verified_and_is_used(mo
     assert len(applied) == 1 and applied[0].verification.status in ("ok", "failed")
     # the first round's matching, then the fixpoint's, made during the step's verification and not made again
     assert calls == [False, True]
+
+
+def test_a_failure_beside_the_verification_undoes_the_step_and_stops_the_verification(monkeypatch):
+    import time
+
+    import surgery.rulebook.engine as engine
+    from surgery import isolate
+
+    def slow_verification(*args, **kwargs):
+        isolate.call_isolated("time:sleep", 60)  # a verification waiting on its worker
+
+    def boom(model):
+        raise RuntimeError("the check beside it failed")
+
+    monkeypatch.setattr(engine, "_verify", slow_verification)
+    ws = Workspace.open(build("resize_scales_chain").SerializeToString())
+    (p,) = propose(ws.current, [RULES["fold-resize-scales"]])
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="beside it failed"):
+        apply(ws, p, meanwhile=boom)
+    assert time.monotonic() - started < 20  # the worker was stopped, its 60 s not waited for
+    assert ws.recipe == [] and not ws.can_redo and not isolate._busy

@@ -484,12 +484,14 @@ def apply(
             after = check_model(result, targets, base, depth=depth)
         if meanwhile is not None:
             meanwhile(result)
-    finally:
-        try:
-            report = pending.result() if pending is not None else None
-        except BaseException:
-            _drop_last(workspace)  # an unverified step does not stay behind a crash
-            raise
+        report = pending.result() if pending is not None else None
+    except (
+        BaseException
+    ):  # a crash, a failed check, Ctrl-C: the verification's worker is stopped, not awaited
+        if pending is not None:
+            pending.cancel()
+        _drop_last(workspace)  # a step not verified and checked does not stay behind
+        raise
     if report is not None and report.status == "failed" and proposal.safety == "exact":
         _drop_last(workspace)
         raise StepRefused(
