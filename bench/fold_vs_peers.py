@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import queue
+import shutil
 import statistics
 import subprocess
 import sys
@@ -161,12 +162,22 @@ class Worker:
     """One tool in its own process, kept for the whole run (its start and imports paid once) and started again
     after a crash or a timeout: a peer that dies (Polygraphy exits on some models) costs only its cell."""
 
-    def __init__(self, tool: str, repeat: int):
-        self.tool, self.repeat, self.proc = tool, repeat, None
+    def __init__(self, tool: str, repeat: int, cwd: Path):
+        self.tool, self.repeat, self.proc, self.cwd = tool, repeat, None, cwd
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--serve", self.tool, "--repeat", str(self.repeat)],
+            [
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "--serve",
+                self.tool,
+                "--repeat",
+                str(self.repeat),
+            ],
+            # in the run's own folder: a peer killed at its time limit leaves its temporary files there (Polygraphy's
+            # uuid-named .data files, onnxruntime's sym_shape_infer_temp.onnx), not in the caller's folder
+            cwd=self.cwd,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,  # a failure is an ERROR line, a crash its exit status
@@ -325,7 +336,7 @@ def main() -> None:
     )
     print("|---|---|" + "---|" * len(TOOLS) + "---|---|---|---|")
     verdicts, records = [], []
-    workers = {tool: Worker(tool, repeat) for tool in TOOLS}
+    workers = {tool: Worker(tool, repeat, work) for tool in TOOLS}
     for name, path in models.items():
         n = len(onnx.load(str(path), load_external_data=False).graph.node)
         results = {tool: workers[tool].measure(path, args.limit) for tool in TOOLS}
@@ -337,6 +348,7 @@ def main() -> None:
             args.json.write_text(json.dumps(records, indent=1))
     for w in workers.values():
         w.stop()
+    shutil.rmtree(work, ignore_errors=True)
     print(summary(verdicts))
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
