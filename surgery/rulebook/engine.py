@@ -485,9 +485,8 @@ def apply(
         if meanwhile is not None:
             meanwhile(result)
         report = pending.result() if pending is not None else None
-    except (
-        BaseException
-    ):  # a crash, a failed check, Ctrl-C: the verification's worker is stopped, not awaited
+    except BaseException:
+        # a crash, a failed check, Ctrl-C: the verification's worker is stopped, not awaited
         if pending is not None:
             pending.cancel()
         _drop_last(workspace)  # a step not verified and checked does not stay behind
@@ -678,23 +677,23 @@ def run_rules(
             if kind and undone is not None:
                 undone.append((kind, line))
 
-    ahead: dict[int, tuple[ModelProto, tuple, Context, list[Proposal]]] = {}
+    ahead: list[tuple[ModelProto, tuple, Context, list[Proposal]]] = []  # at most one: the last step's result
 
     def look_ahead(model: ModelProto) -> None:
         """The next round's proposals on a step's result, made while its verification runs (see `apply`)."""
         from surgery.graph import edit_stamp
 
         ctx = Context(model)
-        ahead.clear()
-        ahead[id(model)] = (model, edit_stamp(model), ctx, propose(model, rules, targets, values, ctx=ctx))
+        ahead[:] = [(model, edit_stamp(model), ctx, propose(model, rules, targets, values, ctx=ctx))]
 
     def proposals_now() -> tuple[Context, list[Proposal]]:
+        """This round's proposals: the look-ahead's where it was made on this very model, else made now."""
         from surgery.graph import edit_stamp
 
         model = workspace.current
-        hit = ahead.pop(id(model), None)
-        if hit is not None and hit[0] is model and hit[1] == edit_stamp(model):
-            return hit[2], hit[3]
+        if ahead and ahead[0][0] is model and ahead[0][1] == edit_stamp(model):
+            return ahead.pop()[2:]
+        ahead.clear()
         ctx = Context(model)
         return ctx, propose(model, rules, targets, values, ctx=ctx)
 
