@@ -147,9 +147,8 @@ class TVMBackend(BuiltHere):
             return missing
         return Availability(True, f"TVM {self.version}, Relax ONNX frontend, llvm target")
 
-    default_depth = (
-        Stage.BUILD
-    )  # the frontend imports what the Relax build then refuses (int64 literals, ...)
+    # the frontend imports what the Relax build then refuses (int64 literals, ...)
+    default_depth = Stage.BUILD
 
     reads_file = True  # given the path of the unedited file, the worker reads it there (check's `path`)
 
