@@ -152,10 +152,21 @@ def test_check_starts_openvinos_worker_before_reading_the_model_and_checks_in_it
 
     events = _watch(monkeypatch)
     assert main(["check", _tiny(tmp_path), "-t", "openvino", "--no-cache"]) == 0
-    warm = {"openvino", "surgery.backends.openvino.check", "surgery.backends.openvino.build"}
+    warm = {"openvino", "surgery.backends.openvino.convert", "surgery.backends.openvino.build"}
     assert events[0] == ("load", [warm])  # started (and importing) before the model is read
     assert events[1:] == [("call", warm)]  # the check's one call ran in it
     assert "accepts" in capsys.readouterr().out
+
+
+def test_openvinos_worker_modules_import_neither_onnx_nor_numpy():
+    """What a check's OpenVINO worker imports before its call is on the check's critical path: onnx with numpy
+    (~0.1 s) there made the worker, not the parent, the last to be ready on small models."""
+    from surgery.backends import WORKER_IMPORTS
+
+    ours = [m for m in WORKER_IMPORTS["openvino"] if m.startswith("surgery.")]
+    code = f"import sys\nfor m in {ours!r}:\n    __import__(m)\nprint(sorted(set(sys.modules) & {{'onnx', 'numpy'}}))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert ours and out.stdout.strip() == "[]", out.stdout
 
 
 def test_check_starts_no_worker_for_an_in_process_target_or_a_model_it_cannot_read(

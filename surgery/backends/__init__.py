@@ -19,7 +19,7 @@ _CLASSES = {
 # what each backend that checks in an isolated worker imports there (surgery.isolate.prewarm starts that worker
 # before the model is read); TensorRT imports whichever of its two packages is installed
 WORKER_IMPORTS = {
-    "openvino": ("openvino", "surgery.backends.openvino.check", "surgery.backends.openvino.build"),
+    "openvino": ("openvino", "surgery.backends.openvino.convert", "surgery.backends.openvino.build"),
     "tvm": ("tvm", "tvm.relax.frontend.onnx", "surgery.backends.tvm.check", "surgery.backends.tvm.build"),
     "tensorrt": ("tensorrt", "tensorrt_rtx", "surgery.backends.tensorrt.worker"),
 }

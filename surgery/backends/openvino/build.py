@@ -9,19 +9,22 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-
-from onnx import ModelProto
+from typing import TYPE_CHECKING
 
 from surgery.backends.base import BuildOptions, BuildReport
-from surgery.backends.measure import measure_into
 from surgery.isolate import report_progress
-from surgery.model import private_copy
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
 
 HINTS = {"fp32": "f32", "fp16": "f16", "bf16": "bf16"}
 
 
 def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
     import openvino as ov
+    from onnx import ModelProto
+
+    from surgery.model import private_copy
 
     model = ModelProto()
     model.ParseFromString(data)
@@ -78,7 +81,9 @@ def _words(exc: Exception) -> str:
     return " ".join(lines[-2:])[:300]
 
 
-def _build(ov, model: ModelProto, path: str, options: BuildOptions, label: str, base_dir) -> BuildReport:
+def _build(
+    ov, model: ModelProto | None, path: str, options: BuildOptions, label: str, base_dir
+) -> BuildReport:
     core = ov.Core()
     report_progress(0.1, "openvino: converting")
     t = time.perf_counter()
@@ -158,6 +163,9 @@ def _build(ov, model: ModelProto, path: str, options: BuildOptions, label: str, 
 
         return run_once
 
-    report_progress(0.6, "openvino: timing")
-    measure_into(report, model, base_dir, options, prepare)
+    if options.measure:
+        from surgery.backends.measure import measure_into
+
+        report_progress(0.6, "openvino: timing")
+        measure_into(report, model, base_dir, options, prepare)
     return report

@@ -1,6 +1,6 @@
 """OpenVINO as a target: its ONNX frontend converts the model; nodes it cannot convert come back from
 `convert_partially` as ONNXFrameworkNode with their ONNX names, and `read_model` explains conversion failures.
-All OpenVINO calls run in an isolated process."""
+All OpenVINO calls run in an isolated process (surgery.backends.openvino.convert, which imports no onnx)."""
 
 from __future__ import annotations
 
@@ -26,37 +26,6 @@ from surgery.isolate import call_isolated
 from surgery.model import private_copy
 
 TIMEOUT_S = 300.0
-
-
-def _convert(path: str, build: bool = False) -> dict:
-    """In the isolated process: read_model's own words, and (only when it fails) which nodes the frontend could
-    not convert. A model that converts whole costs one conversion; with `build`, it is then compiled as `build`
-    compiles it (`built`: the BuildReport), in this same call."""
-    import openvino as ov
-
-    out = {"version": ov.get_version(), "unconverted": [], "error": "", "built": None}
-    try:
-        ov.Core().read_model(path)
-        if build:
-            from surgery.backends.openvino.build import build_for_check
-
-            out["built"] = build_for_check(path)
-        return out
-    except Exception as exc:  # the conversion report is the backend's verdict
-        out["error"] = str(exc)
-    from openvino.frontend import FrontEndManager
-
-    fe = FrontEndManager().load_by_framework("onnx")
-    try:
-        partial = fe.convert_partially(fe.load(path))
-    except Exception:  # the frontend cannot even load it (e.g. "Unsupported type"): read_model's words stand
-        return out
-    # the node's ONNX name is its friendly name (or its first output's). Note: get_attributes() on an
-    # ONNXFrameworkNode crashes OpenVINO 2026.4 with SIGSEGV, so domain and type come from our own model.
-    out["unconverted"] = [
-        op.get_friendly_name() for op in partial.get_ops() if op.get_type_name() == "ONNXFrameworkNode"
-    ]
-    return out
 
 
 def _failures(error: str) -> list[tuple[str, str]]:
@@ -113,7 +82,7 @@ class OpenVINOBackend(BuiltHere):
         # linked in; removed here, whatever the child process does, and nothing is ever written beside the user's
         build = depth is Stage.BUILD
         with private_copy(model, base_dir, file=path) as copy:
-            out = call_isolated("surgery.backends.openvino.check:_convert", copy, build, timeout=TIMEOUT_S)
+            out = call_isolated("surgery.backends.openvino.convert:convert", copy, build, timeout=TIMEOUT_S)
         report = Report(self.id, self.label, self.version, backend_calls=1)
         keys = node_keys(model.graph.node)
         by_name = {n.name: k for k, n in zip(keys, model.graph.node) if n.name}
