@@ -391,3 +391,33 @@ def test_a_failure_beside_the_verification_undoes_the_step_and_stops_the_verific
         apply(ws, p, meanwhile=boom)
     assert time.monotonic() - started < 20  # the worker was stopped, its 60 s not waited for
     assert ws.recipe == [] and not ws.can_redo and not isolate._busy
+
+
+def test_rules_that_need_a_graph_input_are_matched_only_on_the_nodes_that_read_one(monkeypatch):
+    """Matching skips a rule whose conditions ask for a graph input on nodes that read none; what it proposes is
+    the same as matching every rule on every node (where the rule matches, and where it cannot)."""
+    import surgery.rulebook.engine as engine
+    from surgery.rulebook.matcher import needs_graph_input
+
+    assert {r for r in RULES if needs_graph_input(RULES[r])} == {
+        "freeze-unshaped-input",
+        "pin-config-input",
+        "uint8-input-cast-first",
+    }
+    rules = list(RULES.values())
+    model = build("dynamic_input_unshaped")  # its Conv reads the unshaped input; its other nodes do not
+    checked = []
+    real = engine.matches
+
+    def counting(ctx, rule, node):
+        checked.append((rule.id, node.name))
+        return real(ctx, rule, node)
+
+    monkeypatch.setattr(engine, "matches", counting)
+    filtered = [(p.rule.id, p.node) for p in propose(model, rules, None)]
+    asked = {n for r, n in checked if r == "freeze-unshaped-input"}
+    monkeypatch.setattr(engine, "needs_graph_input", lambda rule: False)
+    assert [(p.rule.id, p.node) for p in propose(model, rules, None)] == filtered
+    assert ("freeze-unshaped-input", "/conv/Conv") in filtered
+    assert asked == {n.name for n in model.graph.node if model.graph.input[0].name in n.input}
+    assert len(asked) < len(model.graph.node)

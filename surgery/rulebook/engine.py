@@ -10,7 +10,7 @@ from onnx import ModelProto
 
 from surgery.fixes import FixError, get_fix
 from surgery.isolate import Beside
-from surgery.rulebook.matcher import Context, matched_any_input, matches
+from surgery.rulebook.matcher import Context, matched_any_input, matches, needs_graph_input
 from surgery.rulebook.schema import Rule, applies_to
 from surgery.rulebook.tracer import explain
 from surgery.text import first_line
@@ -181,6 +181,8 @@ def propose(
             by_op.setdefault(op, []).append(rule)
     anywhere = {id(r) for r in by_op.get("*", [])}
     for_op: dict[str, list[Rule]] = {}  # the rules that can match an op type, in rule order
+    # (op type, whether the node reads a graph input) -> the rules that can match such a node
+    for_node: dict[tuple[str, bool], list[Rule]] = {}
 
     def rules_for(op: str) -> list[Rule]:
         if op not in for_op:
@@ -188,14 +190,22 @@ def propose(
             for_op[op] = [r for r in active if id(r) in named or id(r) in anywhere]
         return for_op[op]
 
+    def rules_for_node(op: str, reads_input: bool) -> list[Rule]:
+        got = for_node.get((op, reads_input))
+        if got is None:
+            got = rules_for(op) if reads_input else [r for r in rules_for(op) if not needs_graph_input(r)]
+            for_node[(op, reads_input)] = got
+        return got
+
     out = []
     nodes = model.graph.node
     order = ctx.facts.order
     if only is not None:
         order = [i for i in order if ctx.facts.keys[i] in only]
+    readers = ctx.graph_input_readers
     for i in order:
         node, key = nodes[i], ctx.facts.keys[i]
-        out += _node_proposals(ctx, node, key, rules_for(node.op_type), model, values)
+        out += _node_proposals(ctx, node, key, rules_for_node(node.op_type, i in readers), model, values)
     # inside If/Loop/Scan bodies and local functions: the rules whose primitive works there (by tensor name)
     inside = [r for r in active if r.primitive in BODY_PRIMITIVES]
     # a body node's key is its body's path + its key, never a main-graph key: asked for main-graph nodes only

@@ -41,6 +41,21 @@ class Context:
     def out_of_int32(self) -> set[str]:
         return {name for name, t in self.facts.initializers.items() if beyond_int32(t).size}
 
+    @cached_property
+    def graph_input_readers(self) -> frozenset[int]:
+        """The indices of the nodes that read a graph input (as one of their own inputs)."""
+        inputs = set(self.facts.graph_inputs)
+        return frozenset(i for i, n in enumerate(self.model.graph.node) if not inputs.isdisjoint(n.input))
+
+
+def needs_graph_input(rule: Rule) -> bool:
+    """Whether the rule can match only a node that reads a graph input: its `any_input`, or one of its `inputs`,
+    asks for `graph_input: true` (without `missing`, which is then the input's only condition). Matching skips
+    such a rule on every other node: at 50k nodes, 70k of the 95k node-rule pairs a round looked at."""
+    m = rule.match
+    conds = [m.get("any_input") or {}, *(m.get("inputs") or {}).values()]
+    return any(c.get("graph_input") is True and "missing" not in c for c in conds)
+
 
 def _attr(node: NodeProto, name: str):
     for a in node.attribute:
