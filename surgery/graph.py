@@ -20,7 +20,6 @@ from onnx import ModelProto, NodeProto, TensorProto, numpy_helper
 
 from surgery.model import decoded, gc_paused
 from surgery.text import first_line
-from surgery.wire import entries, entry, payloads, repeated
 
 # Ops whose output is never constant even when every input is (random, or reads state).
 NONDETERMINISTIC_OPS = frozenset(
@@ -339,12 +338,12 @@ class GraphFacts:
         # included); the producers, consumers, topological order and constants all reuse it. Reading a field of
         # a protobuf message from Python costs ~1 µs, so at 100k nodes every extra pass is ~0.3 s.
         facts = cls._declared(model)
-        if infer and not _has_bodies(model, facts.__dict__.get("_may_have_bodies")):
-            # the inferred value infos alone: a model without bodies has no use for the inferred nodes
-            facts = facts.with_shapes(*_inferred_graph(model))
-        elif infer:
+        if infer:
             inferred, error = _infer(model)
-            facts = facts.with_shapes(inferred.graph, error)
+            graph = inferred.graph
+            if error is None and not _has_bodies(model, facts.__dict__.get("_may_have_bodies")):
+                graph = _types_only(graph)
+            facts = facts.with_shapes(graph, error)
         return facts
 
     def with_shapes(self, inferred: onnx.GraphProto, error: str | None = None) -> GraphFacts:
@@ -880,113 +879,28 @@ def light_copy(model: ModelProto, inputs: list[onnx.ValueInfoProto] | None = Non
     """The model for shape inference: nodes, inputs (or `inputs` instead), outputs and value_info as they are,
     small initializers whole, large ones as stubs with their name, type and dims only (and external data never
     read). Inference on it costs what the graph costs, not what the weights weigh."""
-    return ModelProto.FromString(light_bytes(model, inputs))
-
-
-_GRAPH_FIELD = {f.name: f.number for f in onnx.GraphProto.DESCRIPTOR.fields}  # field numbers, by name
-_MODEL_FIELD = {f.name: f.number for f in ModelProto.DESCRIPTOR.fields}
-_TYPED = frozenset(_GRAPH_FIELD[name] for name in ("input", "value_info", "output"))  # what with_shapes reads
-
-
-def _kept_whole(t: TensorProto) -> bool:
-    numel = 1
-    for d in t.dims:
-        numel *= d
-    limit = INFER_KEEP_ELEMENTS if t.data_type in _INTEGERS else INFER_KEEP_FLOATS
-    return numel <= limit and t.data_location != TensorProto.EXTERNAL
-
-
-def light_bytes(model: ModelProto, inputs: list[onnx.ValueInfoProto] | None = None) -> bytes:
-    """`light_copy(model, inputs)` serialized, without making the copy: the graph's parts are serialized one by
-    one and joined (surgery.wire). At 50k nodes copying the nodes into a new message took 0.2 s and 46 MiB; this
-    takes 0.07 s and the serialization's 8 MB."""
-    graph = model.graph
-    shell = ModelProto()
-    shell.ir_version = model.ir_version
-    shell.opset_import.extend(model.opset_import)
-    shell.graph.name = graph.name
-    parts = [repeated(_GRAPH_FIELD["node"], (n.SerializeToString() for n in graph.node))]
-    for name, items in (
-        ("input", graph.input if inputs is None else inputs),
-        ("output", graph.output),
-        ("value_info", graph.value_info),
-    ):
-        parts.append(repeated(_GRAPH_FIELD[name], (v.SerializeToString() for v in items)))
-    stub = TensorProto.SerializeToString
-    parts.append(
-        repeated(
-            _GRAPH_FIELD["initializer"],
-            (
-                t.SerializeToString()
-                if _kept_whole(t)
-                else stub(TensorProto(name=t.name, data_type=t.data_type, dims=t.dims))
-                for t in graph.initializer
-            ),
-        )
-    )
-    functions = repeated(_MODEL_FIELD["functions"], (f.SerializeToString() for f in model.functions))
-    return b"".join([shell.SerializeToString(), entry(_MODEL_FIELD["graph"], b"".join(parts)), functions])
-
-
-def _inferred_bytes(light: bytes, data_prop: bool) -> bytes:
-    """onnx's shape inference from a serialization to a serialization. `infer_shapes` (the public function) parses
-    its whole result into a ModelProto; its C++ binding, which it calls, returns the bytes, from which the few
-    fields wanted are read without parsing the nodes (on a 50k-node model the parsed result was 85 MiB)."""
-    binding = getattr(onnx.shape_inference, "C", None)
-    if binding is None or not hasattr(binding, "infer_shapes"):  # another onnx: the public way
-        return onnx.shape_inference.infer_shapes(light, False, False, data_prop).SerializeToString()
-    return binding.infer_shapes(light, False, False, data_prop)
-
-
-# a model this small is serialized whole for inference rather than as its light copy, part by part in Python
-# (a 50k-node stack with small weights: 8 MB, 0.05-0.08 s whole, 0.17-0.28 s part by part)
-INFER_WHOLE_BYTES = 64 << 20
-
-
-def _inference_input(model: ModelProto, inputs: list[onnx.ValueInfoProto] | None = None) -> bytes:
-    """What shape inference reads: the model serialized whole when it is small, else its light copy."""
-    if inputs is None and model.ByteSize() <= INFER_WHOLE_BYTES:
-        return model.SerializeToString()  # one call in C; its weights cost inference little
-    return light_bytes(model, inputs)
-
-
-def _typed_from(data: bytes, data_prop: bool = False) -> bytes:
-    """Shape inference on the serialized model `data`: the inputs, value infos and outputs of the result's main
-    graph as a serialized GraphProto (the result's nodes are skipped, never parsed)."""
-    inferred = _inferred_bytes(data, data_prop)
-    return b"".join(e for g in payloads(inferred, _MODEL_FIELD["graph"]) for e in entries(g, _TYPED))
-
-
-def typed_graph_bytes(
-    model: ModelProto, inputs: list[onnx.ValueInfoProto] | None = None, *, data_prop: bool = False
-) -> bytes:
-    """A serialized GraphProto of the inputs, value infos and outputs of `model` after shape inference (on its
-    light copy; `inputs` instead of its own): all that `GraphFacts.with_shapes` reads. Raises what inference
-    raises."""
-    return _typed_from(_inference_input(model, inputs), data_prop)
-
-
-class InferenceFailed(Exception):
-    """Shape inference raised; `str()` is the line the facts keep ("shape inference failed: ...")."""
-
-
-def inferred_types(
-    model: ModelProto, inputs: list[onnx.ValueInfoProto] | None = None, *, data_prop: bool = False
-) -> onnx.GraphProto:
-    """`typed_graph_bytes`, parsed. Raises InferenceFailed."""
-    try:
-        return onnx.GraphProto.FromString(typed_graph_bytes(model, inputs, data_prop=data_prop))
-    except Exception as exc:
-        raise InferenceFailed(_inference_failed(exc)) from exc
-
-
-def _inferred_graph(model: ModelProto) -> tuple[onnx.GraphProto, str | None]:
-    """The value infos `GraphFacts.with_shapes` reads for a model without bodies, and the error; on an error
-    the model's own graph (its declared types: inference is best-effort)."""
-    try:
-        return inferred_types(model), None
-    except InferenceFailed as exc:
-        return model.graph, str(exc)
+    light = ModelProto()
+    light.ir_version = model.ir_version
+    light.opset_import.extend(model.opset_import)
+    light.functions.extend(model.functions)
+    g = light.graph
+    g.name = model.graph.name
+    g.node.extend(model.graph.node)
+    g.input.extend(inputs if inputs is not None else model.graph.input)
+    g.output.extend(model.graph.output)
+    g.value_info.extend(model.graph.value_info)
+    for t in model.graph.initializer:
+        numel = 1
+        for d in t.dims:
+            numel *= d
+        limit = INFER_KEEP_ELEMENTS if t.data_type in _INTEGERS else INFER_KEEP_FLOATS
+        if numel <= limit and t.data_location != TensorProto.EXTERNAL:
+            g.initializer.append(t)
+        else:
+            stub = g.initializer.add()
+            stub.name, stub.data_type = t.name, t.data_type
+            stub.dims.extend(t.dims)
+    return light
 
 
 def _infer(model: ModelProto) -> tuple[ModelProto, str | None]:
@@ -995,26 +909,25 @@ def _infer(model: ModelProto) -> tuple[ModelProto, str | None]:
             light_copy(model), check_type=False, strict_mode=False, data_prop=False
         ), None
     except Exception as exc:  # inference is best-effort: facts degrade to declared types
-        return model, _inference_failed(exc)
+        return model, f"shape inference failed: {first_line(str(exc)) or type(exc).__name__}"
 
 
-def _inference_failed(exc: Exception) -> str:
-    return f"shape inference failed: {first_line(str(exc)) or type(exc).__name__}"
+def typed_values(light: bytes | str) -> tuple[bytes, str | None]:
+    """Shape inference for a worker process, on a serialized light copy or on the model file at a path (read
+    there, weights never: the parent need not copy a model it has not edited): the inferred graph's inputs,
+    value_info and outputs (a serialized GraphProto: all that `GraphFacts.with_shapes` reads) and the error."""
+    if isinstance(light, str):
+        from surgery.model import load_model
 
-
-def typed_values(source: bytes | str, data_prop: bool = False) -> tuple[bytes, str | None]:
-    """Shape inference for a worker process, on a serialized model (`_inference_input`: not parsed here) or on
-    the model file at a path (read there, weights never: the parent need not copy a model it has not edited):
-    the inferred graph's inputs, value_info and outputs (a serialized GraphProto: all that
-    `GraphFacts.with_shapes` reads) and the error (then b"": the caller keeps the declared types)."""
-    try:
-        if isinstance(source, str):
-            from surgery.model import load_model
-
-            return typed_graph_bytes(load_model(source).proto, data_prop=data_prop), None
-        return _typed_from(source, data_prop), None
-    except Exception as exc:
-        return b"", _inference_failed(exc)
+        model = load_model(light).proto
+    else:
+        model = ModelProto.FromString(light)
+    inferred, error = _infer(model)  # the light copy of a light copy is itself
+    g = onnx.GraphProto()
+    g.input.extend(inferred.graph.input)
+    g.value_info.extend(inferred.graph.value_info)
+    g.output.extend(inferred.graph.output)
+    return g.SerializeToString(), error
 
 
 def infer_in_worker(facts: GraphFacts, timeout: float = 600.0, path: str | None = None) -> GraphFacts:
@@ -1026,12 +939,11 @@ def infer_in_worker(facts: GraphFacts, timeout: float = 600.0, path: str | None 
     from surgery.isolate import BACKGROUND_NICE, BackendCrash, call_isolated
 
     try:
-        source = path if path else _inference_input(facts.model)
+        source = path if path else light_copy(facts.model).SerializeToString()
         data, error = call_isolated(
             "surgery.graph:typed_values", source, timeout=timeout, nice=BACKGROUND_NICE
         )
-        graph = facts.model.graph if error else onnx.GraphProto.FromString(data)
-        inferred = facts.with_shapes(graph, error)
+        inferred = facts.with_shapes(onnx.GraphProto.FromString(data), error)
     except BackendCrash as exc:
         inferred = facts.with_shapes(facts.model.graph, f"shape inference failed: {exc}")
     _remember(facts.model, edit_stamp(facts.model), inferred)

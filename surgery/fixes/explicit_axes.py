@@ -13,11 +13,12 @@ import dataclasses
 from collections import ChainMap
 
 import numpy as np
+import onnx
 from onnx import ModelProto, helper, numpy_helper
 
 from surgery.fixes import FixError, Safety, register
 from surgery.fixes._util import copy_model, find_node, fresh_name, node_index, used_names
-from surgery.graph import GraphFacts, TensorInfo, inferred_types, opset_of, tensor_info_from_type
+from surgery.graph import GraphFacts, TensorInfo, light_copy, opset_of, tensor_info_from_type
 
 
 def _has_axes(n) -> bool:
@@ -95,10 +96,13 @@ def _probe_shapes(model: ModelProto, wanted: set[str] | None = None) -> dict[str
                 continue
             dims = [d if isinstance(d, int) else sentinel for d in info.shape]
             inputs.append(helper.make_tensor_value_info(vi.name, info.dtype, dims))
-        try:  # the inferred value infos alone (surgery.graph.inferred_types: the nodes are not parsed back)
-            g = inferred_types(model, inputs, data_prop=True)
+        try:
+            inferred = onnx.shape_inference.infer_shapes(
+                light_copy(model, inputs), check_type=False, strict_mode=False, data_prop=True
+            )
         except Exception:  # inference is a help here: without it the model's own shapes stand
             return {}
+        g = inferred.graph
         runs.append(
             {
                 vi.name: tensor_info_from_type(vi.name, vi.type)
