@@ -202,10 +202,11 @@ def propose(
     order = ctx.facts.order
     if only is not None:
         order = [i for i in order if ctx.facts.keys[i] in only]
-    readers = ctx.graph_input_readers
+    graph_inputs = set(ctx.facts.graph_inputs)  # asked of the nodes visited only (the app asks for one)
     for i in order:
         node, key = nodes[i], ctx.facts.keys[i]
-        out += _node_proposals(ctx, node, key, rules_for_node(node.op_type, i in readers), model, values)
+        rules = rules_for_node(node.op_type, not graph_inputs.isdisjoint(node.input))
+        out += _node_proposals(ctx, node, key, rules, model, values)
     # inside If/Loop/Scan bodies and local functions: the rules whose primitive works there (by tensor name)
     inside = [r for r in active if r.primitive in BODY_PRIMITIVES]
     # a body node's key is its body's path + its key, never a main-graph key: asked for main-graph nodes only

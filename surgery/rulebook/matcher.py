@@ -41,12 +41,6 @@ class Context:
     def out_of_int32(self) -> set[str]:
         return {name for name, t in self.facts.initializers.items() if beyond_int32(t).size}
 
-    @cached_property
-    def graph_input_readers(self) -> frozenset[int]:
-        """The indices of the nodes that read a graph input (as one of their own inputs)."""
-        inputs = set(self.facts.graph_inputs)
-        return frozenset(i for i, n in enumerate(self.model.graph.node) if not inputs.isdisjoint(n.input))
-
 
 def needs_graph_input(rule: Rule) -> bool:
     """Whether the rule can match only a node that reads a graph input: its `any_input`, or one of its `inputs`,
