@@ -73,14 +73,43 @@ def _component():
     )
 
 
+# The selection travels in an element of its own, beside the drawing. Streamlit sends an element that is the same
+# as the browser already holds as a reference to it (its message cache), so a click, a search hit or Next
+# rejected re-sends a few bytes, not the whole drawing with vis-network (1.7 MB on a 1B export); the drawing's
+# script (graph.js) takes the selection from here. This element shows nothing and hides its own row.
+PICK_JS = """export default function ({ data, parentElement }) {
+  const row = parentElement.getRootNode().host?.closest('[data-testid="stElementContainer"]');
+  if (row) row.style.display = 'none';
+  if (!data) return;
+  const picks = (globalThis.__onnxSurgeryPicks = globalThis.__onnxSurgeryPicks || {});
+  picks[data.view] = data.selected || null;
+  const view = (globalThis.__onnxSurgeryViews || {})[data.view];
+  if (view) view.select(data.selected || null);
+}"""
+
+
+@cache
+def _pick_component():
+    return st.components.v2.component("onnx_surgery_graph_pick", js=PICK_JS)
+
+
 def graph(payload: dict | None, key: str = "graph", on_select=None, report_drawn: bool = False):
-    """Draw the graph; returns the component result (`.selected` is `{ref, at}` for the last click: `ref` is a
-    node key or ``group:<scope>``, `at` a timestamp; a None payload mounts the component's scripts only). With
-    `report_drawn` (the page's checks wait for it; a report is a rerun, so only then), `.drawn` becomes the layout
-    id once it is drawn on screen."""
-    return _component()(
-        data=None if payload is None else {**payload, "report_drawn": report_drawn},
+    """Draw the graph (a surgery.view payload; its `selected` node goes in the selection's own element); returns
+    the component result (`.selected` is `{ref, at}` for the last click: `ref` is a node key or
+    ``group:<scope>``, `at` a timestamp; a None payload mounts the component's scripts only). `on_select` runs
+    before the page when a click comes in (`st.session_state[key]["selected"]` holds it). With `report_drawn`
+    (the page's checks wait for it; a report is a rerun, so only then), `.drawn` becomes the layout id once it
+    is drawn on screen."""
+    data = None
+    if payload is not None:
+        data = {k: v for k, v in payload.items() if k != "selected"}
+        data.update(view=key, report_drawn=report_drawn)
+    result = _component()(
+        data=data,
         key=key,
         on_selected_change=on_select or (lambda: None),
         on_drawn_change=lambda: None,
     )
+    if payload is not None:
+        _pick_component()(data={"view": key, "selected": payload.get("selected")}, key=f"{key}-pick")
+    return result

@@ -134,11 +134,13 @@ def last_pick() -> str | None:
 
 def new_click(click) -> str | None:
     """What the graph component reported, the first time it is seen: the clicked ref ('' for the background,
-    'group:...' for a group); None when there is no new click (the component repeats its last value)."""
+    'group:...' for a group); None when there is no new click (a component repeats its last value; with two
+    graphs side by side, the other one's last click is older than the last seen)."""
     s = state()
-    if not isinstance(click, dict) or click.get("at") == s.get("_last_click_at"):
+    at = click.get("at") if isinstance(click, dict) else None
+    if not isinstance(at, int | float) or at <= s.get("_last_click_at", 0):
         return None
-    s._last_click_at = click.get("at")
+    s._last_click_at = at
     return click.get("ref") or ""
 
 

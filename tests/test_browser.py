@@ -189,6 +189,48 @@ def test_the_classic_resize_journey(page, tmp_path):
     assert out.shape == (1, 4, 32, 32)
 
 
+# every websocket message the page receives, by size (installed before the page connects)
+WS_SIZES = """(() => { globalThis.__wsIn = []; const W = window.WebSocket;
+  window.WebSocket = function (...a) { const ws = new W(...a);
+    ws.addEventListener('message', (e) => globalThis.__wsIn.push(e.data.byteLength || e.data.size || 0));
+    return ws; };
+  window.WebSocket.prototype = W.prototype; Object.assign(window.WebSocket, W); })();"""
+
+
+def test_a_click_selects_without_the_drawing_sent_again(server, page):
+    pg = page.context.browser.new_page(viewport={"width": 1600, "height": 1000})
+    pg.set_default_timeout(90_000)
+    try:
+        pg.add_init_script(WS_SIZES)
+        pg.goto(server)
+        settle(pg)
+        pg.locator(".st-key-side-lesson-resize_scales_chain button").click()
+        settle(pg)
+        pg.locator("h3", has_text="/up/Resize").first.wait_for()  # the lesson selects its node
+        assert pg.evaluate("() => globalThis.__onnxSurgeryNetwork.getSelectedNodes()") == ["/up/Resize"]
+        # every target checked (each check recolours: the drawing is sent again then, as it should be)
+        pg.wait_for_function("() => !globalThis.__onnxSurgeryGraph.data.report_drawn")
+        settle(pg)
+        drawing = max(pg.evaluate("() => globalThis.__wsIn"))  # the drawing with its scripts: the largest
+        pg.evaluate("() => { globalThis.__wsIn = []; }")
+        click_node(pg, "/relu/Relu")
+        pg.locator("h3", has_text="/relu/Relu").first.wait_for()
+        settle(pg)
+        assert pg.evaluate("() => globalThis.__onnxSurgeryGraph.selected") == "/relu/Relu"
+        assert pg.evaluate("() => globalThis.__onnxSurgeryNetwork.getSelectedNodes()") == ["/relu/Relu"]
+        # the inspector's new content came, the drawing (identical but for the selection) did not
+        sizes = pg.evaluate("() => globalThis.__wsIn")
+        assert drawing > 300_000 and sum(sizes) < drawing / 5, (drawing, sizes)
+        # a click on the background keeps the selection, in the graph as in the inspector
+        box = box_of(pg.locator(".graph-canvas"))
+        pg.mouse.click(box["x"] + 6, box["y"] + box["height"] - 40)
+        settle(pg)
+        assert pg.evaluate("() => globalThis.__onnxSurgeryNetwork.getSelectedNodes()") == ["/relu/Relu"]
+        pg.locator("h3", has_text="/relu/Relu").first.wait_for()
+    finally:
+        pg.close()
+
+
 def test_a_bad_upload_shows_the_one_line_message(page, tmp_path):
     bad = tmp_path / "broken.onnx"
     bad.write_bytes(b"\x00\x01\x02 not an onnx file")
@@ -381,7 +423,7 @@ def test_a_600_node_model_opens_readable_with_tooltips(page, tmp_path, flat):
     if not flat:  # n selects the next rejected node; Fit shows the whole graph; the minimap follows
         page.locator(".graph-root").press("n")
         page.wait_for_function(
-            "() => globalThis.__onnxSurgeryGraph.data.selected === '/stage9/block4/Relu'", timeout=60_000
+            "() => globalThis.__onnxSurgeryGraph.selected === '/stage9/block4/Relu'", timeout=60_000
         )
         settle(page)
         page.locator(".graph-root").scroll_into_view_if_needed()

@@ -80,6 +80,18 @@ reports = checks.reports(checks.checked_targets())
 select = session.select
 
 
+def _clicked() -> None:
+    """The graph's click callback, before the page runs: a clicked node is selected in this very run (the
+    page draws once, the drawing is not re-sent: graph_component); a group's click is left to the page, which
+    needs its view to open it."""
+    for key in ("graph", "graph-before", "graph-after"):
+        click = (st.session_state.get(key) or {}).get("selected")
+        if isinstance(click, dict) and not str(click.get("ref") or "").startswith("group:"):
+            ref = session.new_click(click)
+            if ref:
+                session.select(ref)
+
+
 def search_enter() -> None:
     """Enter in the search box selects the first match."""
     hits = search(graph_facts.facts(shapes=False), s.get("search") or "")
@@ -275,15 +287,17 @@ with left:
         for half, which in zip(halves, ("before", "after")):
             with half:
                 payload = view.side(which).payload(s.selected)
-                results.append(graph(payload, key=f"graph-{which}", report_drawn=bool(pending)))
+                results.append(
+                    graph(payload, key=f"graph-{which}", on_select=_clicked, report_drawn=bool(pending))
+                )
                 shown.add(payload["layout_id"])
     else:
         payload = view.payload(s.selected)
         shown = {payload["layout_id"]}
         with graph_slot:  # one element: a new model relays it out in place
-            results = [graph(payload, key="graph", report_drawn=bool(pending))]
+            results = [graph(payload, key="graph", on_select=_clicked, report_drawn=bool(pending))]
     drawn = {getattr(r, "drawn", None) for r in results}
-    for result in results:
+    for result in results:  # a group's click (a node's was taken by _clicked): it opens in a new layout
         ref = session.new_click(getattr(result, "selected", None))
         if ref is not None:
             if ref.startswith("group:"):

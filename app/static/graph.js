@@ -8,7 +8,9 @@
 // - wheel scrolls, Ctrl/⌘ + wheel zooms, drag pans (as in Netron); keys: n / p next / previous rejected or cannot-confirm,
 //   f fit, + / - zoom, Esc hides the tooltip;
 // - hover shows a DOM tooltip (plain text: name, op, domain, typed inputs and outputs, every target's verdict);
-// - while the layout stays the same (same layout_id), a rerun only recolours and reselects: the viewport stays.
+// - while the layout stays the same (same layout_id), a rerun only recolours: the viewport stays;
+// - the selection comes apart from the drawing, from its own small element (graph_component.PICK_JS), so that
+//   a click does not re-send the drawing: it calls `select` on the view registered under the element's key.
 export default function (component) {
   const { data, setStateValue, parentElement } = component;
   const root = parentElement.querySelector('.graph-root');
@@ -56,6 +58,9 @@ function groupStyle(n) {
 
 function build(root, el, data, send) {
   const st = { root, el, send, layoutId: data.layout_id, data, byId: new Map(), order: [], listeners: [], observers: [] };
+  st.view = data.view || 'graph';
+  st.selected = (globalThis.__onnxSurgeryPicks || {})[st.view] || null;
+  st.firstPick = !st.selected;  // a selection that comes after the first view gets the first view's placing
   const groups = {};
   const nodes = data.nodes.map((n) => {
     const g = groupName(n);
@@ -89,9 +94,10 @@ function build(root, el, data, send) {
   network.on('dragEnd', () => noteScale(st));
   network.on('click', (p) => {
     hideTip(st);
-    if (!p.nodes || !p.nodes.length) return;
-    const n = st.byId.get(p.nodes[0]);
+    st.firstPick = false;
+    const n = p.nodes && p.nodes.length ? st.byId.get(p.nodes[0]) : null;
     if (n && n.ref) st.send('selected', { ref: n.ref, at: Date.now() });
+    else network.selectNodes([...st.selectedIds], false);  // the background or a box with no node behind it: the selection stays
   });
   network.on('hoverNode', (p) => showTip(st, p.node, p.pointer.DOM));
   network.on('blurNode', () => hideTip(st));
@@ -107,9 +113,13 @@ function build(root, el, data, send) {
   });
   st.ready = true;
   requestAnimationFrame(() => el.setAttribute('data-drawn', '1'));
+  const views = (globalThis.__onnxSurgeryViews = globalThis.__onnxSurgeryViews || {});
+  const handle = { select: (sel) => select(st, sel) };
+  views[st.view] = handle;
   st.destroy = () => {
     for (const [target, type, fn, opts] of st.listeners) target.removeEventListener(type, fn, opts);
     for (const o of st.observers) o.disconnect();
+    if (views[st.view] === handle) delete views[st.view];
     network.destroy();
   };
   return st;
@@ -400,11 +410,8 @@ function update(st, data, first) {
   st.data = data;
   st.badged = data.nodes.filter((n) => n.badge);
   st.struck = data.nodes.filter((n) => n.diff === 'removed' && n.kind === 'op');
-  const chosen = data.nodes.filter((n) => n.ref && n.ref === data.selected).map((n) => n.id);
-  st.selectedIds = new Set(chosen);
-  st.network.selectNodes(chosen, false);
+  const chosen = markSelected(st);
   st.el.setAttribute('data-node-count', String(data.nodes.length));
-  st.el.setAttribute('data-selected', data.selected || '');
   st.el.setAttribute('data-layout', data.layout_id);
   const btn = st.root.querySelector('[data-act="shapes"]');
   if (btn) btn.setAttribute('aria-pressed', st.data.shapes ? 'true' : 'false');
@@ -415,6 +422,25 @@ function update(st, data, first) {
     keepInView(st, chosen[0]);
   }
   st.start = data.start;
+  st.network.redraw();
+}
+
+function markSelected(st) {
+  const chosen = st.data.nodes.filter((n) => n.ref && n.ref === st.selected).map((n) => n.id);
+  st.selectedIds = new Set(chosen);
+  st.network.selectNodes(chosen, false);
+  st.el.setAttribute('data-selected', st.selected || '');
+  return chosen;
+}
+
+function select(st, sel) {
+  // the selection's own element changed (a click came back from the server, a search hit, Next rejected)
+  if (sel === st.selected) { markSelected(st); return; }
+  st.selected = sel;
+  const chosen = markSelected(st);
+  if (chosen.length && st.firstPick && !st.moved) initialView(st, st.data);
+  else if (chosen.length && st.el.clientWidth) keepInView(st, chosen[0]);
+  if (chosen.length) st.firstPick = false;
   st.network.redraw();
 }
 
@@ -447,7 +473,7 @@ function initialView(st, data) {
     st.network.moveTo({ position: { x: (bb.x0 + bb.x1) / 2, y: (bb.y0 + bb.y1) / 2 }, scale: Math.min(fit, 1.25), animation: false });
   } else {
     const scale = readableScale();
-    const target = data.nodes.find((n) => n.ref && n.ref === data.selected) || data.nodes.find((n) => n.id === data.start);
+    const target = data.nodes.find((n) => n.ref && n.ref === st.selected) || data.nodes.find((n) => n.id === data.start);
     let x, y;
     if (target) {  // a third from the top, so what feeds it and what follows are both in view
       x = target.x;
