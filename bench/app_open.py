@@ -155,15 +155,50 @@ def search_and_focus(page, key: str) -> float:
     box.fill(key)
     box.press("Enter")
     page.wait_for_function(
-        "(key) => { const g = globalThis.__onnxSurgeryGraph; return g && g.data.selected === key; }", arg=key
+        "(key) => { const g = globalThis.__onnxSurgeryGraph; return g && g.selected === key; }", arg=key
     )
     page.locator(".st-key-focus label").click()
     page.wait_for_function(
-        "(key) => { const g = globalThis.__onnxSurgeryGraph; return g && g.data.selected === key"
+        "(key) => { const g = globalThis.__onnxSurgeryGraph; return g && g.selected === key"
         " && g.data.nodes.length < 200 && g.byId.has(key); }",
         arg=key,
     )
     return time.perf_counter() - t
+
+
+# the bytes of every websocket message the page receives (installed before the page connects)
+WS_BYTES = """(() => { globalThis.__wsBytes = 0; const W = window.WebSocket;
+  window.WebSocket = function (...a) { const ws = new W(...a);
+    ws.addEventListener('message', (e) => { globalThis.__wsBytes += e.data.byteLength || e.data.size || 0; });
+    return ws; };
+  window.WebSocket.prototype = W.prototype; Object.assign(window.WebSocket, W); })();"""
+
+
+def click_and_time(page) -> tuple[float, int] | None:
+    """Seconds from a click on a node of the whole graph (one not selected, brought into view first) until the
+    inspector shows it, and the bytes the page received meanwhile (until the page is idle again); None when the
+    drawing has groups only (a click opens a group: a new drawing)."""
+    ref = page.evaluate(
+        "() => { const g = globalThis.__onnxSurgeryGraph; const n = g.data.nodes.find((n) => n.kind === 'op'"
+        " && n.ref && n.ref !== g.selected); if (!n) return null; const net = globalThis.__onnxSurgeryNetwork;"
+        " net.focus(n.id, {scale: 1.0}); return n.ref; }"
+    )
+    if ref is None:
+        return None
+    time.sleep(0.5)
+    at = page.evaluate(
+        "(ref) => { const g = globalThis.__onnxSurgeryGraph; const n = g.data.nodes.find((n) => n.ref === ref);"
+        " const p = globalThis.__onnxSurgeryNetwork.canvasToDOM({x: n.x, y: n.y}); const b ="
+        " g.el.getBoundingClientRect(); globalThis.__wsBytes = 0; return [b.left + p.x, b.top + p.y]; }",
+        ref,
+    )
+    t = time.perf_counter()
+    page.mouse.click(*at)
+    page.locator(".st-key-inspector-pane h3", has_text=ref).first.wait_for()
+    took = time.perf_counter() - t
+    time.sleep(1.0)
+    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')")
+    return took, page.evaluate("() => globalThis.__wsBytes")
 
 
 def open_and_time(
@@ -185,6 +220,7 @@ def open_and_time(
         page = browser.new_page(viewport={"width": 1600, "height": 1000})
         page.set_default_timeout(600_000)
         page.add_init_script(DRAWN_CLOCK)
+        page.add_init_script(WS_BYTES)
         time.sleep(late)
         t = time.perf_counter()
         page.goto(url)
@@ -205,7 +241,7 @@ def open_and_time(
         # right after the drawing (the page may still be loading Streamlit's widget scripts, the server preparing
         # the big model's search index and fixes), then again once the page is idle (3 s later, as a person who
         # looks at the graph first)
-        found = found_idle = None
+        found = found_idle = clicked = None
         if search_for:
             found = search_and_focus(page, search_for[0])
             focused = page.evaluate("() => globalThis.__onnxSurgeryGraph.layoutId")
@@ -213,6 +249,11 @@ def open_and_time(
             page.wait_for_function("(id) => globalThis.__onnxSurgeryGraph.layoutId !== id", arg=focused)
             time.sleep(3)
             found_idle = search_and_focus(page, search_for[1])
+            focused = page.evaluate("() => globalThis.__onnxSurgeryGraph.layoutId")
+            page.locator(".st-key-focus label").click()
+            page.wait_for_function("(id) => globalThis.__onnxSurgeryGraph.layoutId !== id", arg=focused)
+        time.sleep(3)  # the page idle, as a person who looks at the graph first
+        clicked = click_and_time(page)
         page.close()
         return (
             opened,
@@ -221,6 +262,7 @@ def open_and_time(
             int(drawn),
             found,
             found_idle,
+            clicked,
             rss_drawn,
             peak_rss_mib(proc.pid),
             workers_peak_rss_mib(proc.pid),
@@ -312,7 +354,7 @@ def beside_netron(browser, models: list[Path], floor: Path, repeat: int, late: f
     net = {m: [] for m in models}
     base = []
     for r in range(repeat):
-        base.append(open_and_time(browser, floor, None, late=late)[6])
+        base.append(open_and_time(browser, floor, None, late=late)[-3])  # its rss_drawn
         for m in models:
             weights = weight_files(m)
             seen = {}
@@ -323,7 +365,9 @@ def beside_netron(browser, models: list[Path], floor: Path, repeat: int, late: f
             def in_app(m=m, weights=weights, seen=seen):
                 drop_from_cache(weights)
                 got = open_and_time(browser, m, None, late=late, on_drawn=read_when_drawn)
-                app[m].append((got[0], got[6], got[3], seen["read"]))
+                app[m].append(
+                    (got[0], got[-3], got[3], seen["read"], got[-4])
+                )  # opened, rss_drawn, boxes, read, click
                 print(f"  app {m.name}: {app[m][-1]}", flush=True)
 
             def in_netron(m=m, weights=weights):
@@ -347,12 +391,14 @@ def beside_netron(browser, models: list[Path], floor: Path, repeat: int, late: f
             f" {growth:.1f} MiB = {growth * 2**20 / graph:.1f}x the graph {'✓' if growth * 2**20 <= 2 * graph else '✗'} |"
             f" {max(x[1] for x in app[m]):.0f} / {max(x[2] for x in net[m]):.0f} |"
             f" {max(x[3] for x in app[m]) / 2**20:.0f} / {max(x[3] for x in net[m]) / 2**20:.0f} MiB |"
+            f" {click_cells([x[4] for x in app[m]])} |"
         )
     head = (
         f"\n| model (weights external) | graph file | weights | app: open until drawn s | Netron s |"
         f" app / Netron (goal: within 1.5x) | boxes app / Netron | app server growth when drawn over the 40-node"
         f" model's {floor_mib:.0f} MiB (goal: within 2x the graph file) | server peak MiB app / Netron |"
-        f" weights read by the drawing app / Netron |\n|---|---|---|---|---|---|---|---|---|---|"
+        f" weights read by the drawing app / Netron | app: a node clicked until the inspector shows it s |"
+        f" bytes the click brought |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
     )
     return [head, *rows]
 
@@ -429,19 +475,28 @@ def main() -> None:
     print("\n".join(netron_rows))
     print(
         "\n| model | server up s | open until drawn s | until verdicts in s | boxes drawn | search + focus s |"
-        " the same, page idle | server peak RSS MiB when drawn | after checks | its workers' | note |"
+        " the same, page idle | a node clicked until the inspector shows it s | bytes the click brought |"
+        " server peak RSS MiB when drawn | after checks | its workers' | note |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for name, opened, up, checked, drawn, found, found_idle, rss_drawn, rss, workers, note in rows:
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for name, opened, up, checked, drawn, found, found_idle, clicked, rss_drawn, rss, workers, note in rows:
         print(
             f"| {name} | {spread(up)} | {spread(opened)} | {spread(checked)} | {drawn[0]} | {spread(found)} |"
-            f" {spread(found_idle)} |"
+            f" {spread(found_idle)} | {click_cells(clicked)} |"
             f" {max(rss_drawn):.0f} | {max(rss):.0f} | {max(workers):.0f} | {note} |"
         )
     if args.repeat > 1:
         print(
             f"\n(seconds: median [min-max] of {args.repeat} opens, each with a new server; memory: the highest)"
         )
+
+
+def click_cells(clicks: list) -> str:
+    """The click's two table cells: seconds (median [range]) and the most bytes one click brought."""
+    got = [c for c in clicks if c is not None]
+    if not got:
+        return "- | -"
+    return f"{spread([c[0] for c in got])} | {max(c[1] for c in got):,}"
 
 
 def repeated(n: int, run, *args) -> list[list]:

@@ -147,7 +147,7 @@ def open_in_app(model: Path, weights: list[Path]) -> dict:
         "read_drawn": seen["read"],
         "read_checked": checked_read,
         "rss_drawn": rss_drawn * MiB,
-        "growth": (rss_drawn - base[6]) * MiB,
+        "growth": (rss_drawn - base[-3]) * MiB,  # base[-3]: its rss_drawn
         "rss_checked": rss * MiB,
         "workers": workers * MiB,
     }
