@@ -197,11 +197,19 @@ WS_SIZES = """(() => { globalThis.__wsIn = []; const W = window.WebSocket;
   window.WebSocket.prototype = W.prototype; Object.assign(window.WebSocket, W); })();"""
 
 
+# counts vis-network's setOptions calls that set groups (each goes over every node) on the graph's network
+GROUP_SETS = """(() => { globalThis.__groupSets = 0; let net;
+  Object.defineProperty(globalThis, '__onnxSurgeryNetwork', { configurable: true, get: () => net, set: (v) => {
+    net = v; const own = v.setOptions.bind(v);
+    v.setOptions = (o) => { if (o && o.groups) globalThis.__groupSets += 1; return own(o); }; } }); })();"""
+
+
 def test_a_click_selects_without_the_drawing_sent_again(server, page):
     pg = page.context.browser.new_page(viewport={"width": 1600, "height": 1000})
     pg.set_default_timeout(90_000)
     try:
         pg.add_init_script(WS_SIZES)
+        pg.add_init_script(GROUP_SETS)
         pg.goto(server)
         settle(pg)
         pg.locator(".st-key-side-lesson-resize_scales_chain button").click()
@@ -211,6 +219,9 @@ def test_a_click_selects_without_the_drawing_sent_again(server, page):
         # every target checked (each check recolours: the drawing is sent again then, as it should be)
         pg.wait_for_function("() => !globalThis.__onnxSurgeryGraph.data.report_drawn")
         settle(pg)
+        # the verdicts recoloured the drawing with the styles it was built with (none added to vis-network)
+        assert node_color(pg, "/up/Resize") == RED
+        assert pg.evaluate("() => globalThis.__groupSets") == 0
         drawing = max(pg.evaluate("() => globalThis.__wsIn"))  # the drawing with its scripts: the largest
         pg.evaluate("() => { globalThis.__wsIn = []; }")
         click_node(pg, "/relu/Relu")

@@ -69,6 +69,14 @@ function build(root, el, data, send) {
     // the box fills the width the layout reserved (an estimate at least as wide as the label: no wrapping)
     return { id: n.id, label: n.label, x: n.x, y: n.y, group: g, widthConstraint: { minimum: n.w } };
   });
+  // every verdict's style for ops and groups from the start: a recolour then finds its styles there (vis-network
+  // goes over every node when its groups are set: ~0.2 s for 1.3k boxes)
+  for (const kind of ['op', 'group']) {
+    for (const { status, color } of data.legend || []) {
+      const n = { kind, status, color, diff: '' };
+      if (!groups[groupName(n)]) groups[groupName(n)] = groupStyle(n);
+    }
+  }
   st.order = data.nodes.filter((n) => n.kind === 'op' || n.kind === 'group').map((n) => n.id);
   st.edges = data.edges.map((e) => edgeGeometry(e, data.curved));
   st.nodes = new globalThis.vis.DataSet(nodes);
@@ -396,16 +404,16 @@ function drawBadges(st, ctx) {
 
 function update(st, data, first) {
   const changed = [];
+  let added = false;
   for (const n of data.nodes) {
     const old = st.byId.get(n.id);
     const g = groupName(n);
-    if (!st.groups[g]) {
-      st.groups[g] = groupStyle(n);
-      st.network.setOptions({ groups: st.groups });
-    }
+    if (!st.groups[g]) { st.groups[g] = groupStyle(n); added = true; }
     if (!first && old && groupName(old) !== g) changed.push({ id: n.id, group: g });
     st.byId.set(n.id, n);
   }
+  // once for all the new styles: vis-network goes over every node when its groups are set
+  if (added) st.network.setOptions({ groups: st.groups });
   if (changed.length) st.nodes.update(changed);
   st.data = data;
   st.badged = data.nodes.filter((n) => n.badge);
