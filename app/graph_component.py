@@ -73,43 +73,59 @@ def _component():
     )
 
 
-# The selection travels in an element of its own, beside the drawing. Streamlit sends an element that is the same
-# as the browser already holds as a reference to it (its message cache), so a click, a search hit or Next
-# rejected re-sends a few bytes, not the whole drawing with vis-network (1.7 MB on a 1B export); the drawing's
-# script (graph.js) takes the selection from here. This element shows nothing and hides its own row.
-PICK_JS = """export default function ({ data, parentElement }) {
+# A drawing travels in three elements, each re-sent only when it changes: Streamlit sends an element identical to
+# the one the browser holds as a reference to it (its message cache). The shape (positions, routes, labels, with
+# vis-network and graph.js: 1.2 MB on a 1B export) changes with the layout; the paint (the verdicts' colours and
+# hover texts, ~0.4 MB there) when a check comes in; the pick (the selected node) with a click, a search hit or
+# Next rejected. graph.js draws once a shape has its paint. The two small elements show nothing and hide their
+# own rows.
+PAINTED = ("color", "status", "title", "badge")  # what a node's verdicts change (surgery.view.draw.paint)
+PART_JS = """export default function ({ data, parentElement }) {
   const row = parentElement.getRootNode().host?.closest('[data-testid="stElementContainer"]');
   if (row) row.style.display = 'none';
   if (!data) return;
-  const picks = (globalThis.__onnxSurgeryPicks = globalThis.__onnxSurgeryPicks || {});
-  picks[data.view] = data.selected || null;
+  const parts = (globalThis.__onnxSurgeryParts = globalThis.__onnxSurgeryParts || { pick: {}, paint: {} });
+  parts[data.part][data.view] = data;
   const view = (globalThis.__onnxSurgeryViews || {})[data.view];
-  if (view) view.select(data.selected || null);
+  if (view) view[data.part](data);
 }"""
 
 
 @cache
-def _pick_component():
-    return st.components.v2.component("onnx_surgery_graph_pick", js=PICK_JS)
+def _part_component():
+    return st.components.v2.component("onnx_surgery_graph_part", js=PART_JS)
+
+
+def parts(payload: dict, key: str, report_drawn: bool = False) -> tuple[dict, dict, dict]:
+    """A surgery.view payload as its three elements' data: (shape, paint, pick). `key` names the drawing (the
+    graph element's key: two side by side have their own); the paint's arrays follow the shape's nodes."""
+    nodes = payload["nodes"]
+    shape = {k: v for k, v in payload.items() if k not in ("selected", "start")}
+    shape["nodes"] = [{k: v for k, v in n.items() if k not in PAINTED} for n in nodes]
+    shape["view"] = key
+    paint = {"part": "paint", "view": key, "layout_id": payload["layout_id"], "start": payload.get("start")}
+    paint["report_drawn"] = report_drawn  # it changes with the checks pending, as the verdicts do
+    paint.update({f: [n[f] for n in nodes] for f in PAINTED})
+    pick = {"part": "pick", "view": key, "selected": payload.get("selected")}
+    return shape, paint, pick
 
 
 def graph(payload: dict | None, key: str = "graph", on_select=None, report_drawn: bool = False):
-    """Draw the graph (a surgery.view payload; its `selected` node goes in the selection's own element); returns
-    the component result (`.selected` is `{ref, at}` for the last click: `ref` is a node key or
-    ``group:<scope>``, `at` a timestamp; a None payload mounts the component's scripts only). `on_select` runs
-    before the page when a click comes in (`st.session_state[key]["selected"]` holds it). With `report_drawn`
-    (the page's checks wait for it; a report is a rerun, so only then), `.drawn` becomes the layout id once it
-    is drawn on screen."""
-    data = None
+    """Draw the graph (a surgery.view payload, sent as `parts`); returns the component result (`.selected` is
+    `{ref, at}` for the last click: `ref` is a node key or ``group:<scope>``, `at` a timestamp; a None payload
+    mounts the component's scripts only). `on_select` runs before the page when a click comes in
+    (`st.session_state[key]["selected"]` holds it). With `report_drawn` (the page's checks wait for it; a
+    report is a rerun, so only then), `.drawn` becomes the layout id once it is drawn on screen."""
+    shape = paint = pick = None
     if payload is not None:
-        data = {k: v for k, v in payload.items() if k != "selected"}
-        data.update(view=key, report_drawn=report_drawn)
+        shape, paint, pick = parts(payload, key, report_drawn)
     result = _component()(
-        data=data,
+        data=shape,
         key=key,
         on_selected_change=on_select or (lambda: None),
         on_drawn_change=lambda: None,
     )
     if payload is not None:
-        _pick_component()(data={"view": key, "selected": payload.get("selected")}, key=f"{key}-pick")
+        _part_component()(data=paint, key=f"{key}-paint")
+        _part_component()(data=pick, key=f"{key}-pick")
     return result

@@ -20,7 +20,7 @@ from _browser import CHROMIUM
 from _models import blocks, transformer_stack
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "app"))
-from graph_component import CSS, HTML, _vis_source, js_body  # noqa: E402
+from graph_component import CSS, HTML, _vis_source, js_body, parts  # noqa: E402
 
 from surgery.graph import GraphFacts  # noqa: E402
 from surgery.view.draw import build_view  # noqa: E402
@@ -30,12 +30,14 @@ ARGS = [*BROWSER_ARGS, "--enable-precise-memory-info"]
 
 def page_html(payload: dict) -> str:
     body = js_body().replace("export default function (component)", "function draw(component)")
+    shape, paint, _ = parts(payload, "graph")  # as the app sends them: the paint's element first here
     return (
         f"<!doctype html><html><head><style>body {{ margin: 0 }} {CSS}</style></head><body>"
         f"<div id='root' style='width:1200px'>{HTML}</div>"
         f"<script>{_vis_source()}</script><script>{body}\n"
         f"const t0 = performance.now(); const el = document.getElementById('root');"
-        f"draw({{data: {json.dumps(payload)}, setStateValue: () => {{}}, parentElement: el}});"
+        f"globalThis.__onnxSurgeryParts = {{pick: {{}}, paint: {{graph: {json.dumps(paint)}}}}};"
+        f"draw({{data: {json.dumps(shape)}, setStateValue: () => {{}}, parentElement: el}});"
         f"globalThis.__onnxSurgeryNetwork.once('afterDrawing', () => {{ window.__drawn = performance.now() - t0; }});"
         f"requestAnimationFrame(() => requestAnimationFrame(() => {{ window.__drawn ??= performance.now() - t0; }}));"
         f"</script></body></html>"

@@ -9,22 +9,50 @@
 //   f fit, + / - zoom, Esc hides the tooltip;
 // - hover shows a DOM tooltip (plain text: name, op, domain, typed inputs and outputs, every target's verdict);
 // - while the layout stays the same (same layout_id), a rerun only recolours: the viewport stays;
-// - the selection comes apart from the drawing, from its own small element (graph_component.PICK_JS), so that
-//   a click does not re-send the drawing: it calls `select` on the view registered under the element's key.
+// - this element brings the drawing's shape; its paint (verdict colours, hover texts) and pick (the selected
+//   node) come in small elements of their own (graph_component.parts), so that a check or a click does not
+//   re-send the shape: they reach the view registered under the drawing's key.
 export default function (component) {
   const { data, setStateValue, parentElement } = component;
   const root = parentElement.querySelector('.graph-root');
   const el = parentElement.querySelector('.graph-canvas');
   if (!data || !el || !root) return;
-  let st = el.__st;
+  el.__shape = data;
+  el.__send = setStateValue;
+  const views = (globalThis.__onnxSurgeryViews = globalThis.__onnxSurgeryViews || {});
+  views[data.view || 'graph'] = {
+    pick: (d) => { if (el.__st) select(el.__st, d.selected || null); },
+    paint: () => show(root, el),
+  };
+  show(root, el);
+  return undefined;  // the network lives on the element: a rerun with the same layout keeps the viewport
+}
+
+function parts(kind) {
+  const all = (globalThis.__onnxSurgeryParts = globalThis.__onnxSurgeryParts || { pick: {}, paint: {} });
+  return all[kind];
+}
+
+function show(root, el) {
+  // drawn once the shape has its paint (the paint's element comes right after the shape's)
+  const shape = el.__shape, paint = parts('paint')[shape.view || 'graph'];
+  if (!paint || paint.layout_id !== shape.layout_id) return;
+  const data = painted(shape, paint);
+  const st = el.__st;
   if (st && st.layoutId === data.layout_id) {
-    st.send = setStateValue;
+    st.send = el.__send;
     update(st, data);
     return;
   }
   if (st) st.destroy();
-  st = el.__st = build(root, el, data, setStateValue);
-  return undefined;  // the network lives on the element: a rerun with the same layout keeps the viewport
+  el.__st = build(root, el, data, el.__send);
+}
+
+function painted(shape, paint) {
+  const nodes = shape.nodes.map((n, i) => ({
+    ...n, color: paint.color[i], status: paint.status[i], title: paint.title[i], badge: paint.badge[i],
+  }));
+  return { ...shape, nodes, start: paint.start, report_drawn: paint.report_drawn };
 }
 
 const FONT = { op: 14, group: 14, constant: 11, input: 12, output: 12 };
@@ -59,7 +87,7 @@ function groupStyle(n) {
 function build(root, el, data, send) {
   const st = { root, el, send, layoutId: data.layout_id, data, byId: new Map(), order: [], listeners: [], observers: [] };
   st.view = data.view || 'graph';
-  st.selected = (globalThis.__onnxSurgeryPicks || {})[st.view] || null;
+  st.selected = (parts('pick')[st.view] || {}).selected || null;
   st.firstPick = !st.selected;  // a selection that comes after the first view gets the first view's placing
   const groups = {};
   const nodes = data.nodes.map((n) => {
@@ -121,13 +149,9 @@ function build(root, el, data, send) {
   });
   st.ready = true;
   requestAnimationFrame(() => el.setAttribute('data-drawn', '1'));
-  const views = (globalThis.__onnxSurgeryViews = globalThis.__onnxSurgeryViews || {});
-  const handle = { select: (sel) => select(st, sel) };
-  views[st.view] = handle;
   st.destroy = () => {
     for (const [target, type, fn, opts] of st.listeners) target.removeEventListener(type, fn, opts);
     for (const o of st.observers) o.disconnect();
-    if (views[st.view] === handle) delete views[st.view];
     network.destroy();
   };
   return st;
