@@ -246,6 +246,32 @@ def test_a_click_selects_without_the_drawing_sent_again(server, page):
         pg.close()
 
 
+def test_a_step_that_fixes_an_input_shape_shows_the_new_shapes_on_the_same_drawing(page):
+    """The dynamic_input_unshaped lesson: freezing the input's shape keeps every box where it was (the same
+    layout, the viewport stays), and the edges below it carry the new shapes."""
+    settle(page)
+    lesson = page.locator(".st-key-side-lesson-dynamic_input_unshaped button")
+    if not lesson.is_visible():
+        page.locator('[data-testid="stSidebar"] summary', has_text="Lessons").click()
+    lesson.click()
+    settle(page)
+    layout = graph_state(page, "g.layoutId")
+    assert not graph_state(page, "g.edges.some(e => e.label.startsWith('1×3×32×32'))")
+    click_node(page, "/conv/Conv")
+    settle(page)
+    ask = page.locator(".st-key-ask-freeze-unshaped-input input")
+    ask.fill("1x3x32x32")
+    ask.press("Enter")
+    settle(page)
+    page.locator(".st-key-apply-freeze-unshaped-input button").click()
+    settle(page)
+    page.get_by_text("Recipe").first.wait_for()
+    page.wait_for_function(
+        "() => globalThis.__onnxSurgeryGraph.edges.some(e => e.label.startsWith('1×3×32×32'))", timeout=60_000
+    )
+    assert graph_state(page, "g.layoutId") == layout
+
+
 def test_a_bad_upload_shows_the_one_line_message(page, tmp_path):
     bad = tmp_path / "broken.onnx"
     bad.write_bytes(b"\x00\x01\x02 not an onnx file")

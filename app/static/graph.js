@@ -41,11 +41,25 @@ function show(root, el) {
   const st = el.__st;
   if (st && st.layoutId === data.layout_id) {
     st.send = el.__send;
+    if (st.shape !== shape) reshape(st, data);
+    st.shape = shape;
     update(st, data);
     return;
   }
   if (st) st.destroy();
   el.__st = build(root, el, data, el.__send);
+  el.__st.shape = shape;
+}
+
+function reshape(st, data) {
+  // a new shape with the same boxes at the same places (the layout id): what is written on them or on the edges
+  // may differ (a step that fixed an input's shape: every edge's shape below it)
+  st.edges = data.edges.map((e) => edgeGeometry(e, data.curved));
+  st.labelSpots = null;
+  const relabelled = data.nodes
+    .filter((n) => st.byId.has(n.id) && st.byId.get(n.id).label !== n.label)
+    .map((n) => ({ id: n.id, label: n.label }));
+  if (relabelled.length) st.nodes.update(relabelled);
 }
 
 function painted(shape, paint) {
