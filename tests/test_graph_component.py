@@ -37,3 +37,22 @@ def test_verdicts_and_a_selection_leave_the_shape_as_it_was():
     # the paint put back on the shape is the payload's nodes
     merged = [{**n, **{f: paint1[f][i] for f in PAINTED}} for i, n in enumerate(shape1["nodes"])]
     assert merged == checked["nodes"]
+
+
+def test_a_view_is_encoded_once_while_it_lives():
+    import gc
+    import json
+
+    import graph_component
+
+    model = onnx.load(sample_path("resize_scales_chain"))
+    facts = GraphFacts.of(model)
+    view = paint(structure(facts), facts)
+    shape, painted, layout_id = graph_component._wire(view, "graph", False)
+    assert graph_component._wire(view, "graph", False)[0] is shape  # the second run: not encoded again
+    assert graph_component._wire(view, "graph", True)[1] != painted  # report_drawn is the paint's
+    want_shape, want_paint, _ = parts(view.payload(), "graph")
+    assert (json.loads(shape), json.loads(painted), layout_id) == (want_shape, want_paint, view.layout_id())
+    del view
+    gc.collect()
+    assert not [slot for slot in graph_component._WIRE if slot[1] == "graph"]  # gone with its view

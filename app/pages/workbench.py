@@ -286,16 +286,15 @@ with left:
         results, shown = [], set()
         for half, which in zip(halves, ("before", "after")):
             with half:
-                payload = view.side(which).payload(s.selected)
-                results.append(
-                    graph(payload, key=f"graph-{which}", on_select=_clicked, report_drawn=bool(pending))
+                result, layout_id = graph(
+                    view.side(which), s.selected, f"graph-{which}", _clicked, report_drawn=bool(pending)
                 )
-                shown.add(payload["layout_id"])
+                results.append(result)
+                shown.add(layout_id)
     else:
-        payload = view.payload(s.selected)
-        shown = {payload["layout_id"]}
         with graph_slot:  # one element: a new model relays it out in place
-            results = [graph(payload, key="graph", on_select=_clicked, report_drawn=bool(pending))]
+            result, layout_id = graph(view, s.selected, "graph", _clicked, report_drawn=bool(pending))
+        results, shown = [result], {layout_id}
     drawn = {getattr(r, "drawn", None) for r in results}
     for result in results:  # a group's click (a node's was taken by _clicked): it opens in a new layout
         ref = session.new_click(getattr(result, "selected", None))

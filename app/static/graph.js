@@ -13,11 +13,14 @@
 //   node) come in small elements of their own (graph_component.parts), so that a check or a click does not
 //   re-send the shape: they reach the view registered under the drawing's key.
 export default function (component) {
-  const { data, setStateValue, parentElement } = component;
+  const { data: raw, setStateValue, parentElement } = component;
   const root = parentElement.querySelector('.graph-root');
   const el = parentElement.querySelector('.graph-canvas');
-  if (!data || !el || !root) return;
-  el.__shape = data;
+  if (!raw || !el || !root) return;
+  // the shape comes as JSON bytes (encoded once per drawing on the server), read again only when they change
+  if (raw !== el.__raw) el.__shape = raw instanceof Uint8Array ? JSON.parse(new TextDecoder().decode(raw)) : raw;
+  el.__raw = raw;
+  const data = el.__shape;
   el.__send = setStateValue;
   const views = (globalThis.__onnxSurgeryViews = globalThis.__onnxSurgeryViews || {});
   views[data.view || 'graph'] = {
