@@ -113,9 +113,8 @@ def parts(payload: dict, key: str, report_drawn: bool = False) -> tuple[dict, di
     return shape, paint, pick
 
 
-_WIRE: dict[
-    tuple, tuple
-] = {}  # (id(view), key, report_drawn) -> (weak ref to the view, shape, paint, layout id)
+# (id(view), key, report_drawn) -> (weak ref to the view, shape, paint, layout id); an entry goes with its view
+_WIRE: dict[tuple, tuple] = {}
 
 
 def _wire(view, key: str, report_drawn: bool) -> tuple[bytes, bytes, str]:
@@ -139,9 +138,9 @@ def _json(data: dict) -> bytes:
 
 
 def graph(view, selected: str | None = None, key: str = "graph", on_select=None, report_drawn: bool = False):
-    """Draw `view` (a surgery.view View, sent as `parts`) with `selected` picked; returns the component result
-    (`.selected` is `{ref, at}` for the last click: `ref` is a node key or ``group:<scope>``, `at` a timestamp;
-    `.layout_id` the drawn layout's id; a None view mounts the component's scripts only). `on_select` runs
+    """Draw `view` (a surgery.view View, sent as `parts`) with `selected` picked. Returns the component result
+    and the drawn layout's id (`.selected` is `{ref, at}` for the last click: `ref` is a node key or
+    ``group:<scope>``, `at` a timestamp; a None view mounts the component's scripts only). `on_select` runs
     before the page when a click comes in (`st.session_state[key]["selected"]` holds it). With `report_drawn`
     (the page's checks wait for it; a report is a rerun, so only then), `.drawn` becomes the layout id once it
     is drawn on screen."""

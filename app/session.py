@@ -132,15 +132,16 @@ def last_pick() -> str | None:
     return state().get("_last_pick")
 
 
-def new_click(click) -> str | None:
-    """What the graph component reported, the first time it is seen: the clicked ref ('' for the background,
-    'group:...' for a group); None when there is no new click (a component repeats its last value; with two
-    graphs side by side, the other one's last click is older than the last seen)."""
+def new_click(click, graph: str = "graph") -> str | None:
+    """What the graph component `graph` (its key) reported, the first time it is seen: the clicked ref ('' for
+    the background, 'group:...' for a group); None when there is no new click (a component repeats its last
+    value: with two graphs side by side, each its own)."""
     s = state()
     at = click.get("at") if isinstance(click, dict) else None
-    if not isinstance(at, int | float) or at <= s.get("_last_click_at", 0):
+    seen = s.setdefault("_last_clicks", {})
+    if at is None or seen.get(graph) == at:
         return None
-    s._last_click_at = at
+    seen[graph] = at
     return click.get("ref") or ""
 
 

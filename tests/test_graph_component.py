@@ -53,6 +53,8 @@ def test_a_view_is_encoded_once_while_it_lives():
     assert graph_component._wire(view, "graph", True)[1] != painted  # report_drawn is the paint's
     want_shape, want_paint, _ = parts(view.payload(), "graph")
     assert (json.loads(shape), json.loads(painted), layout_id) == (want_shape, want_paint, view.layout_id())
+    mine = [slot for slot in graph_component._WIRE if slot[0] == id(view)]
+    assert len(mine) == 2
     del view
     gc.collect()
-    assert not [slot for slot in graph_component._WIRE if slot[1] == "graph"]  # gone with its view
+    assert not set(mine) & set(graph_component._WIRE)  # gone with their view

@@ -87,7 +87,7 @@ def _clicked() -> None:
     for key in ("graph", "graph-before", "graph-after"):
         click = (st.session_state.get(key) or {}).get("selected")
         if isinstance(click, dict) and not str(click.get("ref") or "").startswith("group:"):
-            ref = session.new_click(click)
+            ref = session.new_click(click, key)
             if ref:
                 session.select(ref)
 
@@ -283,7 +283,7 @@ with left:
     boot.empty()
     if side_by_side:  # the two sides at the same places, so they line up
         halves = graph_slot.container().columns(2, gap="small")
-        results, shown = [], set()
+        results, shown, keys = [], set(), ["graph-before", "graph-after"]
         for half, which in zip(halves, ("before", "after")):
             with half:
                 result, layout_id = graph(
@@ -294,10 +294,10 @@ with left:
     else:
         with graph_slot:  # one element: a new model relays it out in place
             result, layout_id = graph(view, s.selected, "graph", _clicked, report_drawn=bool(pending))
-        results, shown = [result], {layout_id}
+        results, shown, keys = [result], {layout_id}, ["graph"]
     drawn = {getattr(r, "drawn", None) for r in results}
-    for result in results:  # a group's click (a node's was taken by _clicked): it opens in a new layout
-        ref = session.new_click(getattr(result, "selected", None))
+    for result, key in zip(results, keys):  # a group's click (a node's was taken by _clicked): a new layout
+        ref = session.new_click(getattr(result, "selected", None), key)
         if ref is not None:
             if ref.startswith("group:"):
                 graph_view.open_group(view, ref[len("group:") :])
