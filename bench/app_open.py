@@ -9,6 +9,8 @@ downloaded) at 1600×1000.
 - search + focus: type a node's name in the search box, Enter (selects the first match), turn Focus on, until
   the focus window around that node is drawn (a model under 200 nodes is drawn whole: the search alone); once
   right after the drawing, once more (another node) with the page idle, 3 s after Focus was turned off;
+- a click: a node of the whole graph clicked (3 s after the page is idle) until the inspector shows it, and the
+  bytes the page received for it (the drawing is not sent again: only the inspector's new content);
 - the server's peak memory (VmHWM of the streamlit process) when the graph is drawn and after the checks, against
   the weights' size, for a model whose weights are in an external file (opening reads no weights; onnxruntime's
   check creates a session, which does: the app runs it in a worker process, whose peak is the last column), and
