@@ -110,6 +110,14 @@ def click_node(page, node_id):
     page.mouse.click(box["x"] + pos["x"], box["y"] + pos["y"])
 
 
+def open_lesson(page, name):
+    """Open lesson `name` from the sidebar (its Lessons open by themselves only on the start model)."""
+    lesson = page.locator(f".st-key-side-lesson-{name} button")
+    if not lesson.is_visible():
+        page.locator('[data-testid="stSidebar"] summary', has_text="Lessons").click()
+    lesson.click()
+
+
 def choose(page, key, option):
     """Pick `option` in the selectbox `key` (again if a rerun closed the list before the click)."""
     for _ in range(5):
@@ -250,10 +258,7 @@ def test_a_step_that_fixes_an_input_shape_shows_the_new_shapes_on_the_same_drawi
     """The dynamic_input_unshaped lesson: freezing the input's shape keeps every box where it was (the same
     layout, the viewport stays), and the edges below it carry the new shapes."""
     settle(page)
-    lesson = page.locator(".st-key-side-lesson-dynamic_input_unshaped button")
-    if not lesson.is_visible():
-        page.locator('[data-testid="stSidebar"] summary', has_text="Lessons").click()
-    lesson.click()
+    open_lesson(page, "dynamic_input_unshaped")
     settle(page)
     layout = graph_state(page, "g.layoutId")
     assert not graph_state(page, "g.edges.some(e => e.label.startsWith('1×3×32×32'))")
@@ -589,10 +594,7 @@ def test_a_cut_is_shown_undone_and_taken_only_when_asked(page, tmp_path):
     """The unique_op lesson: cutting before the Unique loses the output 'uniq'. Apply is undone and said on the
     rule's card; "Take the cut" applies it."""
     settle(page)
-    lesson = page.locator(".st-key-side-lesson-unique_op button")
-    if not lesson.is_visible():  # the sidebar's Lessons open by themselves only on the start model
-        page.locator('[data-testid="stSidebar"] summary', has_text="Lessons").click()
-    lesson.click()
+    open_lesson(page, "unique_op")
     settle(page)
     wait_color(page, "/post/Unique", RED)
     click_node(page, "/post/Unique")
@@ -616,10 +618,8 @@ def test_a_rule_is_applied_to_all_its_matches_in_one_click(page, tmp_path):
     from test_app import three_resizes
 
     settle(page)
-    lesson = page.locator(".st-key-side-lesson-resize_scales_chain button")
-    if not lesson.is_visible():
-        page.locator('[data-testid="stSidebar"] summary', has_text="Lessons").click()
-    lesson.click()  # its targets: TensorRT 8.2 (predicted) and onnxruntime; they stay for the next model
+    # its targets: TensorRT 8.2 (predicted) and onnxruntime; they stay for the next model
+    open_lesson(page, "resize_scales_chain")
     settle(page)
     path = three_resizes(tmp_path / "three_resizes.onnx")
     page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(path)
@@ -652,10 +652,7 @@ def test_with_four_targets_the_first_apply_is_on_screen_beside_the_graph(page, t
     """Four targets: their banners are a line each, the node's verdicts a line per target, and the rule's Apply
     is in the window (1600x1000) without scrolling the page; the inspector scrolls on its own."""
     settle(page)
-    lesson = page.locator(".st-key-side-lesson-resize_scales_chain button")
-    if not lesson.is_visible():
-        page.locator('[data-testid="stSidebar"] summary', has_text="Lessons").click()
-    lesson.click()
+    open_lesson(page, "resize_scales_chain")
     settle(page)
     for name in ("tensorrt-static@10.15", "openvino"):
         add_target(page, name)
