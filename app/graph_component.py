@@ -109,8 +109,11 @@ def parts(payload: dict, key: str, report_drawn: bool = False) -> tuple[dict, di
     paint = {"part": "paint", "view": key, "layout_id": payload["layout_id"], "start": payload.get("start")}
     paint["report_drawn"] = report_drawn  # it changes with the checks pending, as the verdicts do
     paint.update({f: [n[f] for n in nodes] for f in PAINTED})
-    pick = {"part": "pick", "view": key, "selected": payload.get("selected")}
-    return shape, paint, pick
+    return shape, paint, _pick(key, payload.get("selected"))
+
+
+def _pick(key: str, selected: str | None) -> dict:
+    return {"part": "pick", "view": key, "selected": selected}
 
 
 # (id(view), key, report_drawn) -> (weak ref to the view, shape, paint, layout id); an entry goes with its view
@@ -155,5 +158,5 @@ def graph(view, selected: str | None = None, key: str = "graph", on_select=None,
     )
     if view is not None:
         _part_component()(data=paint, key=f"{key}-paint")
-        _part_component()(data={"part": "pick", "view": key, "selected": selected}, key=f"{key}-pick")
+        _part_component()(data=_pick(key, selected), key=f"{key}-pick")
     return result, layout_id
