@@ -1,5 +1,3 @@
-import sys
+from surgery.cli import entry
 
-from surgery.cli import main
-
-sys.exit(main())
+entry()

@@ -88,6 +88,31 @@ def test_healthy_cnn_accepted_whole_without_probing(backend):
     assert {v.evidence.source for v in r.verdicts} == {"whole model"} and r.backend_calls == 1
 
 
+@pytest.mark.parametrize("suspects_from", [1, 10_000])
+def test_onnxruntime_names_a_node_without_a_kernel_whichever_comes_first(monkeypatch, suspects_from):
+    """From SUSPECTS_FROM nodes, a node without a CPU kernel is probed alone before the whole model (its refusal
+    spares the whole model's session); below it, the whole model's session comes first. Either way the node is
+    refused with the provider's missing kernel as the reason."""
+    from surgery.backends.onnxruntime import check
+
+    monkeypatch.setattr(check, "SUSPECTS_FROM", suspects_from)
+    sessions = []
+    make = check.OnnxRuntimeBackend._session_error
+    monkeypatch.setattr(
+        check.OnnxRuntimeBackend,
+        "_session_error",
+        lambda self, model, *a, **k: sessions.append(len(model.graph.node)) or make(self, model, *a, **k),
+    )
+    model = build("deform_conv_custom")
+    r = get_backend("onnxruntime").check(model)
+    assert list(rejected(r)) == ["/dcn/MMCVModulatedDeformConv2d"]
+    assert "no kernel for mmcv::MMCVModulatedDeformConv2d" in r.rejected[0].explanation
+    whole = len(model.graph.node)
+    # the probes' answers may come from the probe cache: only the whole model's session is sure to be asked
+    assert (whole in sessions) is (suspects_from > whole)
+    assert suspects_from == 1 or sessions[0] == whole
+
+
 def test_backend_specific_reasons():
     if "openvino" in CPU:
         r = get_backend("openvino").check(build("training_mode_ops"))

@@ -166,3 +166,76 @@ def test_check_imports_only_what_it_runs(sample_dir):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.splitlines()[-1] == "0 []", out
+
+
+def test_a_finished_command_leaves_without_teardown_yet_loses_nothing(tmp_path):
+    """`leave` ends the process without the interpreter's teardown, after the exit handlers (which stop workers
+    and remove private folders) and with all of stdout written; a thread that is not a daemon is waited for."""
+    import subprocess
+    import sys
+
+    def run(body: str) -> subprocess.CompletedProcess:
+        code = (
+            "import atexit, sys, threading, time, weakref\nfrom surgery.cli import leave\n"
+            f"P = {str(tmp_path)!r}\n" + body
+        )
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+
+    done = run(
+        "atexit.register(lambda: open(P + '/handler', 'w').write('ran'))\n"
+        "class Held: pass\n"
+        "held = Held(); weakref.finalize(held, lambda: open(P + '/finalizer', 'w').write('ran'))\n"
+        "sys.stdout.write('x' * 200_000)\nleave(3)\nprint('after leave')"
+    )
+    assert done.returncode == 3 and done.stdout == "x" * 200_000, done.stderr
+    assert (tmp_path / "handler").read_text() == "ran" and (tmp_path / "finalizer").read_text() == "ran"
+    waited = run(
+        "def late():\n    time.sleep(0.5); open(P + '/thread', 'w').write('ran')\n"
+        "threading.Thread(target=late).start()\nleave(0)"
+    )
+    assert waited.returncode == 0 and (tmp_path / "thread").read_text() == "ran", waited.stderr
+    profiled = subprocess.run(
+        [sys.executable, "-m", "cProfile", "-o", str(tmp_path / "prof"), "-m", "surgery", "targets"],
+        capture_output=True,
+        timeout=60,
+    )
+    assert profiled.returncode == 0 and (tmp_path / "prof").stat().st_size > 0  # written after the command
+
+
+def test_the_console_script_and_python_m_leave_with_the_command_s_exit_code(sample_dir):
+    import subprocess
+    import sys
+
+    for module in ("surgery", "surgery.cli"):
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                module,
+                "check",
+                str(sample_dir / "deform_conv_custom.onnx"),
+                "--format",
+                "json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 1 and json.loads(done.stdout)["reports"][0]["summary"]["rejected"] == 1
+    from importlib.metadata import entry_points
+
+    (script,) = [e for e in entry_points(group="console_scripts") if e.name == "onnx-surgery"]
+    assert script.value == "surgery.cli:entry"
+
+
+def test_versions_read_from_the_installed_folders_agree_with_importlib_metadata(capsys):
+    from importlib.metadata import version
+
+    from surgery.resources import installed_version
+
+    for dist in ("onnx", "onnxruntime", "numpy", "onnx-surgery", "protobuf"):
+        assert installed_version(dist) == version(dist)
+    assert installed_version("no-such-distribution-here") is None
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out == f"onnx-surgery {version('onnx-surgery')}\n"

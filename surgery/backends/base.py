@@ -32,14 +32,9 @@ if TYPE_CHECKING:  # annotations only: the registry (surgery.backends) imports t
 
 def package_version(*dists: str) -> str:
     """The installed version of the first of `dists` that is installed, else ""."""
-    from importlib.metadata import PackageNotFoundError, version
+    from surgery.resources import installed_version
 
-    for dist in dists:
-        try:
-            return version(dist)
-        except PackageNotFoundError:
-            continue
-    return ""
+    return next(filter(None, map(installed_version, dists)), "")
 
 
 def not_installed(module: str, extra: str, dist: str | None = None) -> Availability | None:

@@ -3,7 +3,8 @@ are to blame. Whole-model check first; when it fails, nodes are probed one by on
 
 Creating a session for a model of 10k+ nodes takes seconds, so when a node has no CPU kernel, no ONNX function
 body and no local function (it cannot run, whatever else holds), its one-node probe is asked first; if it is
-refused, the whole model would be refused too and the whole-model session is skipped."""
+refused, the whole model would be refused too and the whole-model session is skipped. Below SUSPECTS_FROM nodes
+the session comes first: listing the provider's kernels (~10 ms) costs more than the session of such a model."""
 
 from __future__ import annotations
 
@@ -25,6 +26,10 @@ from surgery.backends.base import (
 from surgery.backends.build import BuiltHere
 from surgery.backends.probe import judge, probe_nodes
 from surgery.graph import GraphFacts, node_keys, opset_of
+
+SUSPECTS_FROM = (
+    1000  # nodes: from this size, nodes without a kernel are probed before the whole model's session
+)
 
 
 @functools.cache
@@ -113,7 +118,7 @@ class OnnxRuntimeBackend(BuiltHere):
             return (err is None, err or "")
 
         key = (self.id, self.version)
-        kernelless = suspects(model)
+        kernelless = suspects(model) if len(nodes) >= SUSPECTS_FROM else []
         facts = GraphFacts.of(model) if kernelless else None  # the facts probes need: made when one is
         early, calls = probe_nodes(facts, ask, key, kernelless) if facts else ({}, 0)
         report.backend_calls = calls
@@ -132,6 +137,8 @@ class OnnxRuntimeBackend(BuiltHere):
             report.seconds = time.perf_counter() - t0
             return report
         facts = facts or GraphFacts.of(model)
+        if len(nodes) < SUSPECTS_FROM:
+            kernelless = suspects(model)  # to say why a node without a kernel is refused
         report.accepted = False
         verdicts, calls = probe_nodes(facts, ask, key)
         report.backend_calls += calls
