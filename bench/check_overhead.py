@@ -10,6 +10,8 @@ that takes onnxruntime 0.4 s, importing onnx alone costs 0.2 s more, which no ch
     python bench/check_overhead.py [--backends onnxruntime openvino tvm] [--limit N] [--families ...]
                                    [--baseline DIR]
 
+It ends with the import time of one check (`python -X importtime`): all of it, and our modules' own share.
+
 `--baseline DIR`: also time the check of another checkout (DIR holds its `surgery` package, e.g. a `git archive`
 of main), right after ours on each model: a before/after comparison in one run, under the same load.
 
@@ -64,6 +66,21 @@ def timed(cmd: list[str], checkout: str | None = None) -> tuple[float, int]:
     except subprocess.TimeoutExpired:
         rc = -9
     return time.perf_counter() - t, rc
+
+
+def import_ms(cmd: list[str]) -> tuple[float, float]:
+    """Milliseconds that `cmd` (a Python command line) spends importing: our modules (`surgery.*`, their own
+    time) and everything, from `-X importtime` (one run: its figures move by ~20%)."""
+    err = subprocess.run(
+        [cmd[0], "-X", "importtime", *cmd[1:]], capture_output=True, text=True, env=ENV, timeout=300
+    ).stderr
+    ours = everything = 0
+    for line in err.splitlines():
+        if line.startswith("import time:") and "self [us]" not in line:
+            own, total, name = line[len("import time:") :].split("|")
+            everything += int(own)
+            ours += int(own) if name.strip().startswith("surgery") else 0
+    return ours / 1000, everything / 1000
 
 
 def models(families: list[str] | None, limit: int | None) -> list[Path]:
@@ -124,6 +141,12 @@ def main() -> None:
     if base_dir:
         changed = [r for r in rows if r[3] != r[8]]
         print("exit codes that differ from the baseline's: " + (", ".join(r[0] for r in changed) or "none"))
+    first = [sys.executable, "-m", "surgery", "check", str(paths[0]), "-t", args.backends[0], "--no-cache"]
+    ours_ms, all_ms = import_ms(first)
+    print(
+        f"\nimports of one check ({paths[0].stem}, {args.backends[0]}): {all_ms:.0f} ms, of which our modules "
+        f"{ours_ms:.0f} ms (`python -X importtime`)"
+    )
     worst = sorted(rows, key=lambda r: r[2] / r[4] if r[4] else 0, reverse=True)[:5]
     print("\nlargest ratios: " + "; ".join(f"{r[0]} ({r[1]}) {r[2]:.2f} vs {r[4]:.2f} s" for r in worst))
 
