@@ -27,9 +27,8 @@ from surgery.backends.build import BuiltHere
 from surgery.backends.probe import judge, probe_nodes
 from surgery.graph import GraphFacts, node_keys, opset_of
 
-SUSPECTS_FROM = (
-    1000  # nodes: from this size, nodes without a kernel are probed before the whole model's session
-)
+# nodes: from this size on, nodes without a kernel are probed before the whole model's session
+SUSPECTS_FROM = 1000
 
 
 @functools.cache
