@@ -36,6 +36,8 @@ def _sessions_in_a_temporary_folder(tmp_path_factory):
     that looks at them sets ONNX_SURGERY_STATE_DIR itself."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ONNX_SURGERY_STATE_DIR", str(tmp_path_factory.mktemp("sessions")))
+        # the parsed-rules cache (surgery.rulebook.loader) and TVM's tuning records: not the user's either
+        mp.setenv("ONNX_SURGERY_CACHE", str(tmp_path_factory.mktemp("cache")))
         yield
 
 

@@ -126,3 +126,42 @@ def test_folders_later_ones_override_by_id_and_the_environment_picks_the_default
         load_rules([mine])
     with pytest.raises(RuleError, match="no such rules folder"):
         load_rules([tmp_path / "absent"])
+
+
+def test_a_folder_parsed_once_is_read_from_the_cache_until_a_file_changes(tmp_path, monkeypatch):
+    import os
+
+    from surgery.rulebook import loader
+
+    monkeypatch.setenv("ONNX_SURGERY_CACHE", str(tmp_path / "cache"))
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "x.yaml").write_text(GOOD)
+    assert [r.title for r in load_rules([mine])] == ["A rule"]
+    (kept,) = loader.cache_folder().glob("*.pickle")
+    assert kept.stat().st_mode & 0o777 == 0o600 and not list(loader.cache_folder().glob("*.part"))
+
+    parsed = []
+    real = loader.load_rule_text
+    monkeypatch.setattr(loader, "load_rule_text", lambda *a: parsed.append(a[1]) or real(*a))
+    again = load_rules([mine])
+    assert parsed == [] and [(r.id, r.title, r.path) for r in again] == [
+        ("my-rule", "A rule", str(mine / "x.yaml"))
+    ]
+
+    (mine / "x.yaml").write_text(GOOD.replace("A rule", "An edited rule"))  # an edit: parsed again
+    assert [r.title for r in load_rules([mine])] == ["An edited rule"] and parsed == [str(mine / "x.yaml")]
+    (mine / "y.yaml").write_text(
+        "id: [broken\n"
+    )  # an added file that does not parse: its error, not the cache
+    with pytest.raises(RuleError, match="y.yaml"):
+        load_rules([mine])
+    (mine / "y.yaml").unlink()
+
+    parsed.clear()
+    for f in loader.cache_folder().glob("*.pickle"):
+        f.write_bytes(b"not a pickle")  # unreadable: parsed again, and written again
+    assert [r.title for r in load_rules([mine])] == ["An edited rule"] and len(parsed) == 1
+    os.chmod(loader.cache_folder(), 0o777)  # a folder others may write in: its files are not read
+    parsed.clear()
+    assert [r.title for r in load_rules([mine])] == ["An edited rule"] and len(parsed) == 1

@@ -4,7 +4,11 @@ parsing, `yaml.safe_load` (a rule file never runs code), then schema validation 
 from __future__ import annotations
 
 import codecs
+import hashlib
 import os
+import pickle
+import sys
+import tempfile
 from pathlib import Path
 
 import yaml
@@ -173,14 +177,92 @@ def load_rules(dirs=None) -> list[Rule]:
     for d in [Path(x) for x in (dirs or default_dirs())]:
         if not d.is_dir():
             raise RuleError(f"{d}: no such rules folder")
-        here: dict[str, Rule] = {}
-        for path in sorted([*d.glob("*.yaml"), *d.glob("*.yml")]):
-            rule = load_rule(path)
-            if rule.id in here:
-                raise RuleError(
-                    f"{path}:1: field 'id': '{rule.id}' is also the id of {here[rule.id].path}. "
-                    "Note: ids are unique within a folder (a later folder may replace a rule on purpose)"
-                )
-            here[rule.id] = rule
-        rules.update(here)
+        rules.update(_folder_rules(d))
     return list(rules.values())
+
+
+def _folder_rules(d: Path) -> dict[str, Rule]:
+    """One folder's rules by id. Reading, parsing and validating the built-in rules takes ~0.1 s, every `fix` and
+    every check that finds something refused; the rules a folder held are therefore kept, once validated, in
+    the parsed-rules cache (`cache_folder`), under a key made of the bytes of every file read and the code that
+    reads them: an edited, added or removed file, or other code, is a new key, parsed again."""
+    files = [(path, _read_regular(path)) for path in sorted([*d.glob("*.yaml"), *d.glob("*.yml")])]
+    key = hashlib.sha256(_code_stamp())
+    for path, data in files:
+        key.update(f"\0{path}\0{len(data)}\0".encode())
+        key.update(data)
+    cached = _cached(key.hexdigest())
+    if cached is not None:
+        return cached
+    here: dict[str, Rule] = {}
+    for path, data in files:
+        rule = load_rule_text(decode_rule_bytes(data, str(path)), str(path))
+        if rule.id in here:
+            raise RuleError(
+                f"{path}:1: field 'id': '{rule.id}' is also the id of {here[rule.id].path}. "
+                "Note: ids are unique within a folder (a later folder may replace a rule on purpose)"
+            )
+        here[rule.id] = rule
+    _keep(key.hexdigest(), here)
+    return here
+
+
+CACHE_KEPT = 16  # parsed folders kept (a new code version or a rule edit writes a new one)
+
+
+def cache_folder() -> Path:
+    """Where parsed rule folders are kept: $ONNX_SURGERY_CACHE/rules, else ~/.cache/onnx-surgery/rules."""
+    root = os.environ.get("ONNX_SURGERY_CACHE") or "~/.cache/onnx-surgery"
+    return Path(root).expanduser() / "rules"
+
+
+def _code_stamp() -> bytes:
+    """The code a parse depends on: this Python and every module of the package (path, size, modification time),
+    so that a changed schema or fix registry never meets rules validated by the code before it."""
+    package = Path(__file__).resolve().parents[1]
+    parts = [sys.version, str(pickle.HIGHEST_PROTOCOL)]
+    for root, _dirs, names in sorted(os.walk(package)):
+        for name in sorted(n for n in names if n.endswith(".py")):
+            st = os.stat(os.path.join(root, name))
+            parts.append(
+                f"{os.path.relpath(os.path.join(root, name), package)}:{st.st_size}:{st.st_mtime_ns}"
+            )
+    return "\n".join(parts).encode()
+
+
+def _cached(key: str) -> dict[str, Rule] | None:
+    """The rules kept under `key`; None when there are none, or when the file is not this user's alone to write
+    (a cache file is unpickled: only one no one else could have written is read), or unreadable."""
+    path = cache_folder() / f"{key}.pickle"
+    try:
+        st = path.stat()
+        folder = path.parent.stat()
+        if any(s.st_uid != os.getuid() or s.st_mode & 0o022 for s in (st, folder)):
+            return None
+        with path.open("rb") as f:
+            rules = pickle.load(f)
+    except Exception:  # no cache, or one that cannot be read: the rules are parsed again
+        return None
+    if not isinstance(rules, dict) or not all(isinstance(r, Rule) for r in rules.values()):
+        return None
+    os.utime(path)  # recently used: kept when older ones are pruned
+    return rules
+
+
+def _keep(key: str, rules: dict[str, Rule]) -> None:
+    """Write the parsed rules under `key` (private to this user, written whole or not at all), keeping the
+    CACHE_KEPT most recently used; a cache that cannot be written is no error."""
+    folder, tmp = cache_folder(), None
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".part")  # mode 0o600
+        with os.fdopen(fd, "wb") as f:
+            pickle.dump(rules, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, folder / f"{key}.pickle")
+        tmp = None
+        kept = sorted(folder.glob("*.pickle"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in kept[CACHE_KEPT:]:
+            old.unlink(missing_ok=True)
+    except Exception:  # a read-only home, a full disk: the next load parses again
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
