@@ -1,7 +1,7 @@
 """Do the fusions onnxsim and onnxslim make beyond constant folding change what TensorRT says? For each real model
 of the corpus: our fold, onnxsim and onnxslim, each in a child process (a peer that crashes or hangs costs one
-model), then every output checked with the TensorRT targets (the predictor at several versions and the live
-TensorRT-RTX parser). A verdict that a peer's output changes against ours (the model accepted, or fewer nodes
+model), then every output checked with the TensorRT targets at depth parse (the predictor at several versions and
+the live TensorRT-RTX parser). A verdict that a peer's output changes against ours (the model accepted, or fewer nodes
 refused) is a fusion some TensorRT version needs: a rule to add (issue 30, item 3). A model is compared only where
 the peer left fewer nodes than we did (elsewhere there is no fusion of theirs to judge).
 
@@ -67,7 +67,7 @@ def verdicts(path: Path, targets: list[str]) -> dict[str, dict]:
 
     model = load_model(str(path))
     out = {}
-    for r in check_model(model.proto, targets, model.base_dir, remember=False):
+    for r in check_model(model.proto, targets, model.base_dir, depth="parse", remember=False):
         refused = Counter(v.op_type for v in r.rejected)
         out[r.backend] = {"outcome": r.outcome.value, "refused": dict(refused), "nodes": len(r.verdicts)}
     return out
@@ -133,6 +133,8 @@ def main() -> None:
             + [f"{p} worse on {', '.join(c)}" for p, c in worse.items() if c]
         )
         note = note or "no verdict changes"
+        if args.json:  # after every model: a run stopped early keeps what it measured
+            Path(args.json).write_text(json.dumps(rows, indent=1))
         print(
             f"[{k}/{len(ids)}] {mid}: nodes {nodes}; peers with fewer nodes: {', '.join(fused) or 'none'}; {note}"
             + (f"; failed: {failed}" if failed else ""),
@@ -158,8 +160,6 @@ def main() -> None:
                     print(
                         f"| {r['model']} | {peer} | {t} | {o['outcome']}, {o['refused']} | {p['outcome']}, {p['refused']} |"
                     )
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
 
 
 if __name__ == "__main__":
