@@ -228,3 +228,33 @@ def test_max_bytes_refuses_before_computing_and_names_the_node():
     assert [n.op_type for n in out.graph.node] == ["Conv"] and out.graph.initializer[-1].name == "w"
     with pytest.raises(FixError, match="max_bytes must be a number of bytes"):
         fold_constants(model, tensors=["w"], max_bytes="lots")
+
+
+def test_an_initializer_written_in_place_is_the_tensor_from_array_makes():
+    """`add_initializer` (what the primitives add weights with) writes the bytes into the graph once; the tensor
+    must be the one numpy_helper.from_array makes, byte for byte, for every dtype (the ones it does not write
+    itself go through from_array)."""
+    import ml_dtypes
+
+    from surgery.fixes._util import add_initializer
+
+    rng = np.random.default_rng(0)
+    arrays = [
+        rng.standard_normal((3, 4)).astype(t)
+        for t in (np.float32, np.float64, np.float16, np.int8, np.int16, np.int32, np.int64, np.uint8)
+    ]
+    arrays += [
+        np.array(7, np.uint16),  # 0-d
+        np.zeros((0, 3), np.uint32),  # empty
+        np.arange(12, dtype=np.uint64).reshape(3, 4).T,  # not contiguous
+        rng.standard_normal((2, 3)) > 0,  # bool
+        np.array(["a", "bé"], dtype=object),  # strings
+        rng.standard_normal(5).astype(ml_dtypes.bfloat16),
+        np.array([1, -2, 3], dtype=ml_dtypes.int4),  # packed two to a byte
+    ]
+    graph = onnx.GraphProto()
+    for k, a in enumerate(arrays):
+        written = add_initializer(graph, a, f"w{k}")
+        assert written == graph.initializer[-1]
+        expected = numpy_helper.from_array(a, f"w{k}")
+        assert graph.initializer[k].SerializeToString() == expected.SerializeToString(), a.dtype

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 
+import numpy as np
 import onnx
-from onnx import ModelProto
+from onnx import ModelProto, TensorProto, numpy_helper
 
 from surgery.fixes import FixError
 from surgery.graph import node_keys
@@ -15,6 +17,48 @@ def copy_model(model: ModelProto) -> ModelProto:
     out = ModelProto()
     out.CopyFrom(model)
     return out
+
+
+# numpy dtypes whose TensorProto is the array's bytes as they are in memory (numpy_helper.from_array writes these
+# as raw little-endian bytes; strings, the packed 2/4/6-bit types and any other go through from_array itself)
+_RAW = (
+    {
+        np.dtype(t): d
+        for t, d in [
+            (np.float32, TensorProto.FLOAT),
+            (np.float64, TensorProto.DOUBLE),
+            (np.float16, TensorProto.FLOAT16),
+            (np.int8, TensorProto.INT8),
+            (np.int16, TensorProto.INT16),
+            (np.int32, TensorProto.INT32),
+            (np.int64, TensorProto.INT64),
+            (np.uint8, TensorProto.UINT8),
+            (np.uint16, TensorProto.UINT16),
+            (np.uint32, TensorProto.UINT32),
+            (np.uint64, TensorProto.UINT64),
+            (np.bool_, TensorProto.BOOL),
+        ]
+    }
+    if sys.byteorder == "little"
+    else {}
+)
+
+
+def add_initializer(graph: onnx.GraphProto, value, name: str) -> TensorProto:
+    """`value` (an array) added to `graph`'s initializers as `name`, the same tensor numpy_helper.from_array makes,
+    written in place: from_array then `initializer.append` copied the bytes twice more (upb's append copies the
+    whole message: 1.15 of the 2.06 s that folding zfnet512's 16 weights took)."""
+    array = np.asarray(value)
+    data_type = _RAW.get(array.dtype)
+    if data_type is None:
+        graph.initializer.append(numpy_helper.from_array(array, name))
+        return graph.initializer[-1]
+    tensor = graph.initializer.add()
+    tensor.dims.extend(array.shape)
+    tensor.name = name
+    tensor.data_type = data_type
+    tensor.raw_data = array.tobytes()
+    return tensor
 
 
 def find_node(model: ModelProto, key: str) -> int:

@@ -14,10 +14,10 @@ from collections import ChainMap
 
 import numpy as np
 import onnx
-from onnx import ModelProto, helper, numpy_helper
+from onnx import ModelProto, helper
 
 from surgery.fixes import FixError, Safety, register
-from surgery.fixes._util import copy_model, find_node, fresh_name, node_index, used_names
+from surgery.fixes._util import add_initializer, copy_model, find_node, fresh_name, node_index, used_names
 from surgery.graph import GraphFacts, TensorInfo, light_copy, opset_of, tensor_info_from_type
 
 
@@ -141,7 +141,7 @@ def _explicit(out: ModelProto, i: int, facts: GraphFacts, key: str, used: set[st
         )
     if (opset_of(out) or 0) >= 13:
         name = fresh_name(out, f"{n.name or 'Squeeze'}/axes", used)
-        out.graph.initializer.append(numpy_helper.from_array(np.array(axes, np.int64), name))
+        add_initializer(out.graph, np.array(axes, np.int64), name)
         if len(n.input) == 1:
             n.input.append(name)
         else:

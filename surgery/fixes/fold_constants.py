@@ -19,6 +19,7 @@ import onnx
 from onnx import ModelProto, TensorProto, helper, numpy_helper
 
 from surgery.fixes import FixError, Safety, register
+from surgery.fixes._util import add_initializer
 from surgery.graph import (
     GraphFacts,
     _standard_ops_without_bodies,
@@ -944,7 +945,7 @@ def _fold_once(
         if size_threshold is not None and value.nbytes > size_threshold:
             continue
         if t not in existing:
-            graph.initializer.append(numpy_helper.from_array(np.asarray(value), t))
+            add_initializer(graph, value, t)
             changed = True
     # a folded tensor is now an initializer: its producer has nothing left to do
     folded = {t.name for t in graph.initializer}

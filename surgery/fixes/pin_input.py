@@ -5,10 +5,10 @@ the model stops taking that input, so this changes what the model is, on purpose
 from __future__ import annotations
 
 import numpy as np
-from onnx import ModelProto, helper, numpy_helper
+from onnx import ModelProto, helper
 
 from surgery.fixes import FixError, Safety, register
-from surgery.fixes._util import copy_model
+from surgery.fixes._util import add_initializer, copy_model
 from surgery.graph import tensor_info_from_type
 
 
@@ -46,7 +46,7 @@ def pin_input(model: ModelProto, input: str, value) -> ModelProto:
                 f"input '{input}' has shape {info.shape_str()}; the value {value!r} has shape {list(array.shape)}"
             )
     del graph.input[k]
-    graph.initializer.append(numpy_helper.from_array(array, input))
+    add_initializer(graph, array, input)
     return out
 
 

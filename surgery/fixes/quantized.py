@@ -24,7 +24,7 @@ import numpy as np
 from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 
 from surgery.fixes import FixError, Safety, register
-from surgery.fixes._util import copy_model, fresh_name, node_index, used_names
+from surgery.fixes._util import add_initializer, copy_model, fresh_name, node_index, used_names
 from surgery.graph import GraphFacts, all_inputs, opset_of
 
 MS = "com.microsoft"
@@ -113,7 +113,7 @@ class _Edit:
 
     def init(self, base: str, array: np.ndarray) -> str:
         name = self.fresh(base)
-        self.graph.initializer.append(numpy_helper.from_array(np.asarray(array), name))
+        add_initializer(self.graph, array, name)
         return name
 
     def node(self, op: str, inputs: list[str], outputs: list[str], base: str, domain: str = "", **attrs):
@@ -128,7 +128,7 @@ class _Edit:
                 self.node("Identity", [src], [tensor], f"{tensor}/Identity")
             )
             return
-        self.graph.initializer.append(numpy_helper.from_array(np.asarray(value), tensor))
+        add_initializer(self.graph, value, tensor)
         if self.model.ir_version < 4:  # before IR 4 an initializer is also listed as a graph input
             self.graph.input.append(
                 helper.make_tensor_value_info(
