@@ -258,3 +258,44 @@ def test_an_initializer_written_in_place_is_the_tensor_from_array_makes():
         assert written == graph.initializer[-1]
         expected = numpy_helper.from_array(a, f"w{k}")
         assert graph.initializer[k].SerializeToString() == expected.SerializeToString(), a.dtype
+
+
+def _qdq_model():
+    """x (batch x 4) quantized and dequantized, times INT8 weights through their DequantizeLinear; the weights'
+    shape is an output too."""
+    rng = np.random.default_rng(0)
+    inits = [
+        numpy_helper.from_array(rng.integers(-100, 100, (4, 4)).astype(np.int8), "w_q"),
+        numpy_helper.from_array(np.array(0.02, np.float32), "s_w"),
+        numpy_helper.from_array(np.array(0, np.int8), "zp_w"),
+        numpy_helper.from_array(np.array(0.05, np.float32), "s_x"),
+        numpy_helper.from_array(np.array(0, np.int8), "zp_x"),
+    ]
+    nodes = [
+        helper.make_node("DequantizeLinear", ["w_q", "s_w", "zp_w"], ["w"], name="dq_w"),
+        helper.make_node("QuantizeLinear", ["x", "s_x", "zp_x"], ["xq"], name="q_x"),
+        helper.make_node("DequantizeLinear", ["xq", "s_x", "zp_x"], ["xdq"], name="dq_x"),
+        helper.make_node("MatMul", ["xdq", "w"], ["y"], name="mm"),
+        helper.make_node("Shape", ["w"], ["w_shape"], name="shape_w"),
+    ]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])
+    outs = [
+        helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4]),
+        helper.make_tensor_value_info("w_shape", TensorProto.INT64, [2]),
+    ]
+    return _model(nodes, [x], outs, inits)
+
+
+def test_a_qdq_model_keeps_its_int8_weights_through_folding_and_a_frozen_shape():
+    """A DequantizeLinear of INT8 weights is how TensorRT's explicit quantization (and onnxruntime's QDQ fusion)
+    knows a layer runs quantized: folding it would write float32 weights and the verification would still say
+    exact. Neither the whole-graph fold nor freezing an input's shape (which folds after) touches it; the
+    weights' shape still folds."""
+    from collections import Counter
+
+    model = checked(_qdq_model())
+    for out in (fold(model), get_fix("freeze_shapes")(model, shapes={"x": [2, 4]})):
+        ops = Counter(n.op_type for n in out.graph.node)
+        assert ops["DequantizeLinear"] == 2 and ops["QuantizeLinear"] == 1 and "Shape" not in ops, ops
+        assert numpy_helper.to_array({t.name: t for t in out.graph.initializer}["w_q"]).dtype == np.int8
+        assert verify(model, out).ok

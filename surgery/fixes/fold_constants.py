@@ -32,12 +32,19 @@ from surgery.graph import (
 )
 from surgery.text import first_line
 
+# Ops whose outputs are never folded, constant or not: a QuantizeLinear/DequantizeLinear pair is how a QDQ model
+# says which tensors run quantized. Folding a DequantizeLinear of INT8 weights writes them back as float32, and
+# TensorRT then builds that layer unquantized (its explicit quantization reads the weights' DequantizeLinear);
+# onnxruntime no longer fuses it into an integer kernel either. onnx-graphsurgeon's fold_constants keeps the same
+# three ops (NO_FOLD_OPS in onnx_graphsurgeon/ir/graph.py, 0.6.1).
+NO_FOLD_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"})
+
 
 def _foldable(model: ModelProto, facts: GraphFacts) -> tuple[set[str], dict[str, np.ndarray]]:
     """Foldable tensors, and the values of those known from shapes (surgery.shape_values): a Shape of a static
     shape, and every shape-arithmetic tensor whose elements are all known although it reads a partly dynamic
     shape (Div(Gather(Shape(x), 1), 2) with x's dim 1 static). A dynamic dim is never known: what reads it
-    stays computed."""
+    stays computed. Nothing a NO_FOLD_OPS node computes folds, nor what is computed from it (its shape does)."""
     from surgery.shape_values import refine
 
     graph = model.graph
@@ -62,7 +69,26 @@ def _foldable(model: ModelProto, facts: GraphFacts) -> tuple[set[str], dict[str,
             if v is not None and v.known:
                 known[node.output[0]] = v.array()
                 const.add(node.output[0])
+    if NO_FOLD_OPS.intersection(facts.ops):
+        kept = _quantization_kept(graph, facts)
+        const -= kept
+        known = {t: v for t, v in known.items() if t not in kept}
     return const, known
+
+
+def _quantization_kept(graph: onnx.GraphProto, facts: GraphFacts) -> set[str]:
+    """The tensors a NO_FOLD_OPS node computes and every tensor computed from one (a Shape or Size of one reads
+    only its shape: not)."""
+    kept: set[str] = set()
+    for i in facts.order:
+        node = graph.node[i]
+        if node.domain in ("", "ai.onnx") and node.op_type in ("Shape", "Size"):
+            continue
+        if (node.domain in ("", "ai.onnx") and node.op_type in NO_FOLD_OPS) or any(
+            x in kept for x in all_inputs(node)
+        ):
+            kept.update(o for o in node.output if o)
+    return kept
 
 
 def _shape_value_ops() -> frozenset[str]:
