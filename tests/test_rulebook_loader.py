@@ -162,6 +162,13 @@ def test_a_folder_parsed_once_is_read_from_the_cache_until_a_file_changes(tmp_pa
     for f in loader.cache_folder().glob("*.pickle"):
         f.write_bytes(b"not a pickle")  # unreadable: parsed again, and written again
     assert [r.title for r in load_rules([mine])] == ["An edited rule"] and len(parsed) == 1
+    kept = max(
+        loader.cache_folder().glob("*.pickle"), key=lambda f: f.stat().st_mtime_ns
+    )  # the one just read
+    kept.unlink()
+    os.mkfifo(kept)  # a FIFO where the cache file was: not opened (the read would block), parsed again
+    parsed.clear()
+    assert [r.title for r in load_rules([mine])] == ["An edited rule"] and len(parsed) == 1
     os.chmod(loader.cache_folder(), 0o777)  # a folder others may write in: its files are not read
     parsed.clear()
     assert [r.title for r in load_rules([mine])] == ["An edited rule"] and len(parsed) == 1

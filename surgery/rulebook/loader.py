@@ -7,6 +7,7 @@ import codecs
 import hashlib
 import os
 import pickle
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -231,14 +232,16 @@ def _code_stamp() -> bytes:
 
 
 def _cached(key: str) -> dict[str, Rule] | None:
-    """The rules kept under `key`; None when there are none, or when the file is not this user's alone to write
-    (a cache file is unpickled: only one no one else could have written is read), or unreadable."""
+    """The rules kept under `key`; None when there are none, when the file is not a regular file this user alone
+    can write (a cache file is unpickled: only one no one else could have written is read), or unreadable."""
     path = cache_folder() / f"{key}.pickle"
     try:
         st = path.stat()
         folder = path.parent.stat()
-        if any(s.st_uid != os.getuid() or s.st_mode & 0o022 for s in (st, folder)):
-            return None
+        if not stat.S_ISREG(st.st_mode) or any(
+            s.st_uid != os.getuid() or s.st_mode & 0o022 for s in (st, folder)
+        ):
+            return None  # a FIFO would block the read; a file others could write is not unpickled
         with path.open("rb") as f:
             rules = pickle.load(f)
     except Exception:  # no cache, or one that cannot be read: the rules are parsed again
