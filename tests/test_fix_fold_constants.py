@@ -299,3 +299,41 @@ def test_a_qdq_model_keeps_its_int8_weights_through_folding_and_a_frozen_shape()
         assert ops["DequantizeLinear"] == 2 and ops["QuantizeLinear"] == 1 and "Shape" not in ops, ops
         assert numpy_helper.to_array({t.name: t for t in out.graph.initializer}["w_q"]).dtype == np.int8
         assert verify(model, out).ok
+
+
+def test_constant_nodes_become_initializers_as_they_are_without_onnxruntime(monkeypatch):
+    """A Paddle export keeps every weight in a Constant node: each becomes an initializer holding the node's own
+    tensor (its encoding kept: float_data stays float_data, a bfloat16 stays bfloat16), not a value computed
+    by onnxruntime and written back. A Cast of a Constant is still computed."""
+    import surgery.ort
+
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((3, 4)).astype(np.float32)
+    w_text = helper.make_tensor("w_value", TensorProto.FLOAT, [3, 4], w.reshape(-1).tolist())  # float_data
+    b16 = helper.make_tensor("b_value", TensorProto.BFLOAT16, [4], [1.0, -2.0, 0.5, 3.0])
+    nodes = [
+        helper.make_node("Constant", [], ["w"], name="cw", value=w_text),
+        helper.make_node("Constant", [], ["b16"], name="cb", value=b16),
+        helper.make_node("Cast", ["b16"], ["b"], name="cast", to=TensorProto.FLOAT),
+        helper.make_node("MatMul", ["x", "w"], ["xw"], name="mm"),
+        helper.make_node("Add", ["xw", "b"], ["y"], name="add"),
+    ]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])
+    model = checked(_model(nodes, [x], [y]))
+    sessions = []
+    real = surgery.ort.make_session
+    monkeypatch.setattr(
+        surgery.ort, "make_session", lambda m, *a, **k: sessions.append(m) or real(m, *a, **k)
+    )
+    out = checked(fold(model))
+    assert [n.op_type for n in out.graph.node] == ["MatMul", "Add"]
+    inits = {t.name: t for t in out.graph.initializer}
+    assert list(inits["w"].float_data) == list(w_text.float_data) and not inits["w"].raw_data
+    assert numpy_helper.to_array(inits["w"]).tolist() == w.tolist()
+    assert inits["b"].data_type == TensorProto.FLOAT
+    assert numpy_helper.to_array(inits["b"]).tolist() == [1.0, -2.0, 0.5, 3.0]
+    # one session, for the Cast alone: the weight never went through onnxruntime
+    assert len(sessions) == 1
+    assert [n.op_type for n in sessions[0].graph.node] == ["Constant", "Cast"]
+    assert verify(model, out).ok

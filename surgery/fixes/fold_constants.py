@@ -107,10 +107,16 @@ def _evaluate(
     known: dict[str, np.ndarray],
     base_dir: str | None,
 ) -> dict[str, np.ndarray]:
-    """Compute `targets` with one onnxruntime session over their constant cones."""
+    """Compute `targets` with one onnxruntime session over their constant cones. A target already `known`
+    (a Constant's value, a shape value) is returned as it is: the session holds only what the others read (a
+    Paddle export keeps every weight in a Constant node: sending them through onnxruntime copied each 3 times)."""
     graph = model.graph
+    values = {t: known[t] for t in targets if t in known}
+    rest = [t for t in targets if t not in known]
+    if not rest:
+        return values
     need: set[int] = set()
-    stack = [t for t in targets if t not in known]
+    stack = list(rest)
     seen: set[str] = set()
     while stack:
         t = stack.pop()
@@ -123,16 +129,14 @@ def _evaluate(
         need.add(i)
         stack.extend(x for x in all_inputs(graph.node[i]) if x)
     nodes = [graph.node[i] for i in facts.order if i in need]
-    used = {x for n in nodes for x in all_inputs(n)} | set(targets)
+    used = {x for n in nodes for x in all_inputs(n)} | set(rest)
     inits = [t for t in graph.initializer if t.name in used]
     for name, value in known.items():
         if name in used:
             inits.append(numpy_helper.from_array(value, name))
     outputs = []
-    for t in targets:
+    for t in rest:
         dtype = facts.info(t).dtype
-        if not dtype and t in known:
-            dtype = TensorProto.INT64
         # an untyped output lets onnxruntime infer it; a guessed type would be a type error
         outputs.append(
             helper.make_tensor_value_info(t, dtype, None) if dtype else helper.make_empty_tensor_value_info(t)
@@ -142,10 +146,6 @@ def _evaluate(
     sub_model.functions.extend(model.functions)
     from surgery.ort import make_session
 
-    direct = [t for t in targets if t in known]
-    values = {t: known[t] for t in direct}
-    if len(direct) == len(targets):
-        return values
     try:
         sess = make_session(sub_model, base_dir)
         names = [o.name for o in sess.get_outputs()]
@@ -155,6 +155,36 @@ def _evaluate(
             f"could not evaluate the constant subgraph: {first_line(str(exc)) or type(exc).__name__}"
         ) from None
     return values
+
+
+def _held_tensor(graph: onnx.GraphProto, facts: GraphFacts, name: str) -> TensorProto | None:
+    """The tensor a Constant node holds in its `value`, where `name` is that node's output and the tensor is
+    in the file (not external data: that is read where the model's folder is known, by onnxruntime)."""
+    i = facts.producer.get(name)
+    if i is None:
+        return None
+    node = graph.node[i]
+    if node.op_type != "Constant" or node.domain not in ("", "ai.onnx"):
+        return None
+    tensor = constant_tensor(node)
+    if tensor is None or tensor.data_location == TensorProto.EXTERNAL:
+        return None
+    if tensor.data_type != TensorProto.STRING:
+        try:
+            helper.tensor_dtype_to_np_dtype(tensor.data_type)
+        except KeyError:  # no element type numpy knows (undefined): onnxruntime says what is wrong with it
+            return None
+    return tensor
+
+
+def _tensor_nbytes(tensor: TensorProto) -> int:
+    """The bytes `tensor`'s values take as an array (its strings' bytes for a string tensor)."""
+    if tensor.data_type == TensorProto.STRING:
+        return sum(len(x) for x in tensor.string_data)
+    n = 1
+    for d in tensor.dims:
+        n *= d
+    return n * helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
 
 
 def _inline_if(graph: onnx.GraphProto, index: int, branch_true: bool) -> None:
@@ -924,11 +954,19 @@ def _fold_once(
                     nbytes = numel * helper.tensor_dtype_to_np_dtype(info.dtype).itemsize
                     if nbytes > limit:
                         raise _too_big(facts, t, nbytes, limit)
-        values = _evaluate(model, facts, eval_targets, known, base_dir) if eval_targets else {}
+        # a Constant's tensor becomes the initializer as it is; the rest is computed
+        held = {t: tensor for t in eval_targets if (tensor := _held_tensor(graph, facts, t)) is not None}
+        rest = [t for t in eval_targets if t not in held]
+        values = _evaluate(model, facts, rest, known, base_dir) if rest else {}
+        values.update((t, numpy_helper.to_array(held[t])) for t in cond_targets if t in held)
+
+        def nbytes(t: str) -> int:
+            return _tensor_nbytes(held[t]) if t in held else int(np.asarray(values[t]).nbytes)
+
         if limit is not None:
             for t in targets:
-                if np.asarray(values[t]).nbytes > limit:
-                    raise _too_big(facts, t, int(np.asarray(values[t]).nbytes), limit)
+                if nbytes(t) > limit:
+                    raise _too_big(facts, t, nbytes(t), limit)
         branches = []  # (the If's outputs, which branch runs)
         for i in ifs:
             cond_name = graph.node[i].input[0]
@@ -951,6 +989,8 @@ def _fold_once(
 
             def unseen(t: str) -> bool:
                 """A value inference reads (1-D, small) that no fact of this round held."""
+                if t in held:  # a Constant's: inference read it already
+                    return False
                 v = np.asarray(values[t])
                 p = facts.producer_of(t)
                 return (
@@ -967,11 +1007,15 @@ def _fold_once(
     changed = False
     existing = {t.name for t in graph.initializer}
     for t in targets:
-        value = values[t]
-        if size_threshold is not None and value.nbytes > size_threshold:
+        if size_threshold is not None and nbytes(t) > size_threshold:
             continue
         if t not in existing:
-            add_initializer(graph, value, t)
+            if t in held:
+                tensor = graph.initializer.add()
+                tensor.CopyFrom(held[t])
+                tensor.name = t
+            else:
+                add_initializer(graph, values[t], t)
             changed = True
     # a folded tensor is now an initializer: its producer has nothing left to do
     folded = {t.name for t in graph.initializer}
