@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import weakref
 from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -214,6 +215,22 @@ class TensorTable(Mapping):
 FACTS_CACHED = 4  # model versions whose facts are kept (the workspace's current one, the one before, ...)
 _FACTS: OrderedDict[int, tuple[ModelProto, tuple, GraphFacts]] = OrderedDict()
 _FACTS_LOCK = threading.Lock()
+# other caches by model version (each holds its models: a ModelProto takes no weak reference), told by
+# `forget_version` when a version is dropped; each has `forget(model)`
+_VERSION_CACHES: weakref.WeakSet = weakref.WeakSet()
+
+
+def version_cache(cache) -> None:
+    """Register `cache` (an object with `forget(model)`) to be told when a model version is dropped."""
+    _VERSION_CACHES.add(cache)
+
+
+def forget_version(model: ModelProto) -> None:
+    """`model` is a version nobody will ask about again (the workspace dropped it): its facts and every
+    registered cache's entry go, so that the model's memory (its weights, when they are in the file) is freed."""
+    GraphFacts.forget(model)
+    for held in list(_VERSION_CACHES):
+        held.forget(model)
 
 
 def edit_stamp(model: ModelProto) -> tuple:

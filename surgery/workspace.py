@@ -2,7 +2,9 @@
 
 Undo/redo move a cursor over the recipe; every state is a replay of the recipe's first steps on the original,
 so a saved recipe re-applied to the same original gives the same model bit for bit (same fingerprint).
-Snapshots of replayed states are cached so undo/redo are instant on models of ordinary size.
+Snapshots of replayed states are cached so undo/redo are instant on models of ordinary size: the original,
+the current model and the one before it always, and a few others, least recently used first out (each state
+is a whole model: a fix of ten steps on a model with its weights in the file held eleven copies of them).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 from onnx import ModelProto
 
 from surgery.fixes import get_fix
+from surgery.graph import forget_version
 from surgery.model import Model, fingerprint, load_model, save_model
 
 RECIPE_FORMAT = "onnx-surgery-recipe/1"
@@ -93,13 +96,19 @@ def apply_step(proto: ModelProto, step: Step, base_dir: Path | None = None) -> M
 
 
 class Workspace:
-    """Original + recipe + cursor. `current` is the model after the first `cursor` steps."""
+    """Original + recipe + cursor. `current` is the model after the first `cursor` steps. Besides the original,
+    the current model and the one before it (an undo), `kept_states` other states stay cached (the app's
+    history and diffs ask for them; a headless fix keeps none); the rest are replayed when asked for."""
 
-    def __init__(self, original: Model):
+    KEPT_STATES = 4
+
+    def __init__(self, original: Model, *, kept_states: int = KEPT_STATES):
         self.original = original
         self.steps: list[Step] = []
         self.cursor = 0
-        self._states: list[ModelProto] = [original.proto]  # _states[i] = model after i steps (when cached)
+        self.kept_states = kept_states
+        # the model after i steps, for the i cached; least recently used first
+        self._states: dict[int, ModelProto] = {0: original.proto}
 
     # -- constructors ------------------------------------------------------------------------------------------
     @classmethod
@@ -132,20 +141,37 @@ class Workspace:
         return self._state(steps)
 
     def _state(self, i: int) -> ModelProto:
-        while len(self._states) <= i:
-            j = len(self._states)
-            self._states.append(apply_step(self._states[-1], self.steps[j - 1], self.original.base_dir))
-        return self._states[i]
+        model = self._states.pop(i, None)
+        if model is None:
+            j = max(k for k in self._states if k < i)  # the original is always there
+            model = self._states[j]
+            for k in range(j + 1, i + 1):
+                model = apply_step(model, self.steps[k - 1], self.original.base_dir)
+        self._states[i] = model  # the most recently used last
+        self._trim()
+        return model
+
+    def _trim(self) -> None:
+        """Drop the least recently used states beyond `kept_states` (never the original, the current model or
+        the one before it), and every state past the steps."""
+        pinned = {0, self.cursor, self.cursor - 1}
+        for i in [i for i in self._states if i > len(self.steps)]:
+            forget_version(self._states.pop(i))
+        others = [i for i in self._states if i not in pinned]
+        dropped = [self._states.pop(i) for i in others[: max(0, len(others) - self.kept_states)]]
+        for model in dropped:  # nor are their facts and fingerprints kept (those hold the model)
+            forget_version(model)
 
     # -- editing ---------------------------------------------------------------------------------------------
     def apply(self, step: Step) -> ModelProto:
         """Apply a step after the cursor. Undone steps beyond the cursor are dropped (like any editor)."""
         new = apply_step(self.current, step, self.original.base_dir)
         del self.steps[self.cursor :]
-        del self._states[self.cursor + 1 :]
         self.steps.append(step)
-        self._states.append(new)
         self.cursor += 1
+        self._states.pop(self.cursor, None)
+        self._states[self.cursor] = new
+        self._trim()
         return new
 
     def undo(self) -> ModelProto:
@@ -163,13 +189,13 @@ class Workspace:
     def discard_undone(self) -> None:
         """Forget the undone steps (no redo), e.g. after a step was rolled back because it failed to verify."""
         del self.steps[self.cursor :]
-        del self._states[self.cursor + 1 :]
+        self._trim()
 
     def replay(self, steps: list[Step] | None = None) -> ModelProto:
         """Rebuild from the original by replaying `steps` (default: the recipe). Resets the cache."""
         steps = list(self.recipe if steps is None else steps)
         self.steps, self.cursor = steps, len(steps)
-        self._states = [self.original.proto]
+        self._states = {0: self.original.proto}
         return self.current
 
     # -- recipe files ------------------------------------------------------------------------------------------

@@ -39,6 +39,45 @@ def test_recipe_replays_bit_for_bit(ws, tmp_path, sample_dir):
     assert fingerprint(fresh.current) == fingerprint(ws.current)
 
 
+def _held(ws):
+    """How many model versions the workspace holds (each a whole model, weights in the file included)."""
+    return len(ws._states)
+
+
+@pytest.mark.parametrize("kept", [0, 1, Workspace.KEPT_STATES])
+def test_a_few_states_are_held_and_the_rest_replayed_bit_for_bit(sample_dir, kept):
+    """A workspace held every state, a model each: a fix of ten steps on a model with its weights in the file
+    held eleven copies of them. It holds the original, the current model, the one before it and `kept` others;
+    any other state asked for is replayed, the same bytes as when it was applied; undo and redo still work,
+    and a state dropped has no facts or fingerprint kept (they hold the model)."""
+    from surgery.graph import _FACTS, GraphFacts
+    from surgery.rulebook.engine import Fingerprints
+
+    ws = Workspace(Workspace.open(sample_dir / "healthy_cnn.onnx").original, kept_states=kept)
+    prints, models = [ws.fingerprint()], [ws.current]
+    seen = Fingerprints()
+    for target in (14, 15, 16, 17, 18, 19):
+        GraphFacts.of(ws.current)  # as the rule engine asks
+        seen(ws.current)
+        ws.apply(Step("opset_upgrade", {"target": target}))
+        prints.append(ws.fingerprint())
+        models.append(ws.current)
+        assert _held(ws) <= 3 + kept
+    assert _held(ws) == 3 + kept and len(set(prints)) == len(prints)
+    dropped = [m for m in models if not any(m is h for h in ws._states.values())]
+    assert len(dropped) == len(models) - 3 - kept
+    assert not any(entry[0] is m for entry in _FACTS.values() for m in dropped)
+    assert not any(entry[0] is m for entry in seen._seen.values() for m in dropped)
+    for i in (2, 0, 5, 1, 6, 3):
+        assert fingerprint(ws.model_at(i)) == prints[i]
+        assert _held(ws) <= 3 + kept
+    ws.undo()
+    ws.undo()
+    assert ws.fingerprint() == prints[4]
+    ws.redo()
+    assert ws.fingerprint() == prints[5] and _held(ws) <= 3 + kept
+
+
 def test_recipe_for_another_model_is_refused(ws, tmp_path, sample_dir):
     recipe = ws.save_recipe(tmp_path / "r.json")
     other = Workspace.open(sample_dir / "healthy_cnn.onnx")

@@ -182,7 +182,7 @@ def _run(args) -> tuple[int, tuple | None]:
     except OutputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT, None
-    ws = Workspace(model)
+    ws = Workspace(model, kept_states=0)  # headless: no history to look back at
     targets = args.target or ["onnxruntime"]
     base = ws.original.base_dir
     try:

@@ -141,7 +141,7 @@ def run(args) -> int:
         clear()
         return bad(f"the model cannot be emulated: {error_line(exc)}")
     clear()
-    ws = Workspace(model)
+    ws = Workspace(model, kept_states=0)  # headless: no history to look back at
     written_check = None
     if outcome.step is not None:
         try:

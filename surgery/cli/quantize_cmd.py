@@ -118,7 +118,7 @@ def run(args) -> int:
             "warning: --no-symmetric gives activation zero points other than 0, which TensorRT refuses",
             file=sys.stderr,
         )
-    ws = Workspace(model)
+    ws = Workspace(model, kept_states=0)  # headless: no history to look back at
     show, clear = _progress_printer()
     try:
         with progress_to(show):

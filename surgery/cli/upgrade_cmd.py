@@ -78,7 +78,7 @@ def run(args) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     source, target = target_id(args.source), target_id(args.target)
-    ws = Workspace(model)
+    ws = Workspace(model, kept_states=0)  # headless: no history to look back at
     try:
         with chatter_to_stderr(args.json):
             outcome = upgrade(ws, source, target, rules, fix=args.fix)

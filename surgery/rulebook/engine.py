@@ -301,8 +301,17 @@ class Fingerprints:
     KEEP = 4
 
     def __init__(self) -> None:
+        from surgery.graph import version_cache
+
         self._seen: dict[int, tuple[ModelProto, tuple, str]] = {}
         self.computed = 0  # serializations made (tests count them)
+        version_cache(self)
+
+    def forget(self, model: ModelProto) -> None:
+        """Drop `model`'s fingerprint: the workspace dropped that version (surgery.graph.forget_version)."""
+        hit = self._seen.get(id(model))
+        if hit is not None and hit[0] is model:
+            del self._seen[id(model)]
 
     def __call__(self, model: ModelProto) -> str:
         from surgery.graph import edit_stamp

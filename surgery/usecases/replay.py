@@ -49,7 +49,7 @@ def replay(
     steps, data = read_recipe(recipe)
     original = data.get("original") if isinstance(data.get("original"), dict) else {}
     made_for = original.get("fingerprint") if isinstance(original.get("fingerprint"), str) else None
-    ws = Workspace(model)
+    ws = Workspace(model, kept_states=0)  # headless: no history to look back at
     mine = model.fingerprint()
     if made_for and made_for != mine and not force:
         raise RecipeError(

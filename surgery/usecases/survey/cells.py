@@ -128,7 +128,7 @@ def _fix_cell(model, report, target: str, rules: list, depth, max_steps: int, an
     from surgery.verify import lost_outputs
     from surgery.workspace import Workspace
 
-    ws = Workspace(model)
+    ws = Workspace(model, kept_states=0)  # headless: no history to look back at
     request = FixRequest([target], rules, depth=depth, max_steps=max_steps)
     outcome = fix(ws, request, before=[report])
     applied, refused, undone = outcome.applied, list(outcome.refused), list(outcome.undone)
