@@ -5,6 +5,10 @@ Squeeze without axes per block) at 10k, 50k and 100k nodes, fixed by the CLI in 
 is the steadier figure), then the written recipe replayed on the original and compared bit for bit.
 
     python bench/fix_scale.py [--sizes 10000 50000 100000] [--targets tensorrt-static@8.2 ...] [--timeout 600]
+    python bench/fix_scale.py --sizes --models FILE.onnx ... --targets tensorrt-static@8.6   # real models too
+
+A real model's fix may take several steps, each a version of the model (its weights too, when they are in the
+file): `--models` puts such rows beside the stacks, with the same columns.
 
 The targets, and what they change on the stack: tensorrt-static@8.2 decomposes every LayerNormalization (no
 importer before 8.6: one step on every node); @8.6 and @10.15 give every Squeeze without axes its axes (one step);
@@ -97,6 +101,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", type=int, nargs="*", default=[10000, 50000, 100000])
     ap.add_argument("--targets", nargs="*", default=TARGETS)
+    ap.add_argument(
+        "--models", nargs="*", type=Path, default=[], help="model files to fix too, at each target"
+    )
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds a fix may take (default 600)")
     ap.add_argument(
         "--no-replay", action="store_true", help="skip replaying the recipe (saves a load and a replay)"
@@ -104,7 +111,7 @@ def main() -> None:
     args = ap.parse_args()
     print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(
-        "| nodes | target | steps | fix s | cpu s | goal s | peak MiB | base MiB | model MiB | memory x model (goal <= 3) "
+        "| nodes (model) | target | steps | fix s | cpu s | goal s | peak MiB | base MiB | model MiB | memory x model (goal <= 3) "
         "| after | replay bit for bit |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -115,18 +122,24 @@ def main() -> None:
             t: run_fix(tiny, t, Path(tmp) / "base.fixed.onnx", Path(tmp) / "base.json", args.timeout)[2]
             for t in args.targets
         }
+        sources = []
         for n in args.sizes:
             src = Path(tmp) / f"m{n}.onnx"
             onnx.save(transformer_stack(n), str(src))
+            sources.append(src)
+        for src in [*sources, *args.models]:
             nodes = len(onnx.load(str(src), load_external_data=False).graph.node)
+            label = str(nodes) if src in sources else f"{src.stem}: {nodes}"
             size = model_mib(src)
             for target in args.targets:
-                out, recipe = (Path(tmp) / f"m{n}.{target}{ext}" for ext in (".fixed.onnx", ".recipe.json"))
+                out, recipe = (
+                    Path(tmp) / f"{src.stem}.{target}{ext}" for ext in (".fixed.onnx", ".recipe.json")
+                )
                 seconds, cpu, peak, text, rc = run_fix(src, target, out, recipe, args.timeout)
-                goal = time_goal(nodes)
+                goal = time_goal(nodes) if src in sources else None  # the goals are the stacks'
                 if rc is None:
                     print(
-                        f"| {nodes} | {target} | ? | > {args.timeout:.0f} (stopped) | {cpu:.0f} | {goal:.0f} ✗ | {peak:.0f} | "
+                        f"| {label} | {target} | ? | > {args.timeout:.0f} (stopped) | {cpu:.0f} | {'-' if goal is None else f'{goal:.0f} ✗'} | {peak:.0f} | "
                         f"{base[target]:.0f} | {size:.0f} | ? | - | - |",
                         flush=True,
                     )
@@ -149,7 +162,7 @@ def main() -> None:
                     )
                 times = (peak - base[target]) / size if size > 0 else float("nan")
                 print(
-                    f"| {nodes} | {target} | {steps} | {seconds:.1f} | {cpu:.1f} | {goal:.0f} {'✓' if seconds <= goal else '✗'} "
+                    f"| {label} | {target} | {steps} | {seconds:.1f} | {cpu:.1f} | {'-' if goal is None else f'{goal:.0f} ' + ('✓' if seconds <= goal else '✗')} "
                     f"| {peak:.0f} | {base[target]:.0f} | {size:.0f} | {times:.1f} "
                     f"{'✓' if times <= MEMORY_GOAL else '✗'} | {after.group(1) if after else f'exit {rc}'} | {same} |",
                     flush=True,
