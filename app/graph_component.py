@@ -143,20 +143,17 @@ def _json(data: dict) -> bytes:
 def graph(view, selected: str | None = None, key: str = "graph", on_select=None, report_drawn: bool = False):
     """Draw `view` (a surgery.view View, sent as `parts`) with `selected` picked. Returns the component result
     and the drawn layout's id (`.selected` is `{ref, at}` for the last click: `ref` is a node key or
-    ``group:<scope>``, `at` a timestamp; a None view mounts the component's scripts only). `on_select` runs
+    ``group:<scope>``, `at` a timestamp). `on_select` runs
     before the page when a click comes in (`st.session_state[key]["selected"]` holds it). With `report_drawn`
     (the page's checks wait for it; a report is a rerun, so only then), `.drawn` becomes the layout id once it
     is drawn on screen."""
-    shape = paint = layout_id = None
-    if view is not None:
-        shape, paint, layout_id = _wire(view, key, report_drawn)
+    shape, paint, layout_id = _wire(view, key, report_drawn)
     result = _component()(
         data=shape,
         key=key,
         on_selected_change=on_select or (lambda: None),
         on_drawn_change=lambda: None,
     )
-    if view is not None:
-        _part_component()(data=paint, key=f"{key}-paint")
-        _part_component()(data=_pick(key, selected), key=f"{key}-pick")
+    _part_component()(data=paint, key=f"{key}-paint")
+    _part_component()(data=_pick(key, selected), key=f"{key}-pick")
     return result, layout_id

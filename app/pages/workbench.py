@@ -58,14 +58,8 @@ with left:
     # new one is sent (a check coming in on a 1B export: the graph gone for ~2 s); a container's drawing stays
     # on screen until its element is updated in place
     graph_slot = st.container()
-    boot = graph_slot.empty()
-if not session.has_model():
-    # a session's first page: the graph's scripts (vis-network, Streamlit's component code) load in the browser
-    # while the server reads the model and lays it out; the drawing then comes after this element, which goes
-    with boot:
-        graph(None, key="graph-boot")
 
-sidebar.render()  # reads the model the app was started with, on a session's first page
+sidebar.render()
 s = session.state()
 ws = session.workspace()
 with st.spinner("Reading the model…"):
@@ -280,7 +274,6 @@ with head:
         info[0].caption(md_escape(view.note))
     info[1].markdown(f"<div class='wb-legend'>{legend}</div>", unsafe_allow_html=True)
 with left:
-    boot.empty()
     if side_by_side:  # the two sides at the same places, so they line up
         halves = graph_slot.container().columns(2, gap="small")
         results, shown, keys = [], set(), ["graph-before", "graph-after"]
