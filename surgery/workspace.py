@@ -145,8 +145,11 @@ class Workspace:
         if model is None:
             j = max(k for k in self._states if k < i)  # the original is always there
             model = self._states[j]
-            for k in range(j + 1, i + 1):
+            for k in range(j + 1, i):  # the states on the way are kept as any other (an undo after a replay)
                 model = apply_step(model, self.steps[k - 1], self.original.base_dir)
+                self._states[k] = model
+                self._trim()
+            model = apply_step(model, self.steps[i - 1], self.original.base_dir)
         self._states[i] = model  # the most recently used last
         self._trim()
         return model

@@ -120,3 +120,29 @@ def test_export_keeps_external_data_external(tmp_path):
     assert (tmp_path / "out" / "fixed.onnx.data").exists()
     loaded = onnx.load(str(out))
     np.testing.assert_array_equal(numpy_helper.to_array(loaded.graph.initializer[0]), np.eye(64))
+
+
+@pytest.mark.parametrize("kept", [0, 2])
+def test_after_a_replay_an_undo_replays_nothing(sample_dir, monkeypatch, kept):
+    """A recipe replayed (a session restored, `replay`) keeps the state before the last one: an undo right after
+    applies no step again, even in a headless workspace; the states held stay within the bound meanwhile."""
+    import surgery.workspace as workspace_module
+
+    ws = Workspace.open(sample_dir / "healthy_cnn.onnx")
+    for target in (14, 15, 16, 17, 18):
+        ws.apply(Step("opset_upgrade", {"target": target}))
+    prints = [fingerprint(ws.model_at(i)) for i in range(6)]
+    fresh = Workspace(Workspace.open(sample_dir / "healthy_cnn.onnx").original, kept_states=kept)
+    held = []
+    real = workspace_module.apply_step
+
+    def counted(*args, **kwargs):
+        held.append(len(fresh._states))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(workspace_module, "apply_step", counted)
+    fresh.replay(ws.recipe)
+    assert len(held) == 5 and max(held) <= 3 + kept
+    assert fingerprint(fresh.current) == prints[5]
+    fresh.undo()
+    assert len(held) == 5 and fingerprint(fresh.current) == prints[4]
