@@ -107,9 +107,9 @@ def _evaluate(
     known: dict[str, np.ndarray],
     base_dir: str | None,
 ) -> dict[str, np.ndarray]:
-    """Compute `targets` with one onnxruntime session over their constant cones. A target already `known`
-    (a Constant's value, a shape value) is returned as it is: the session holds only what the others read (a
-    Paddle export keeps every weight in a Constant node: sending them through onnxruntime copied each 3 times)."""
+    """Compute `targets` with one onnxruntime session over their constant cones. A target already `known` (a
+    shape value) is returned as it is, and the session holds only what the others read. (A Constant's tensor
+    never comes here: `_fold_once` writes it as the initializer as it is.)"""
     graph = model.graph
     values = {t: known[t] for t in targets if t in known}
     rest = [t for t in targets if t not in known]
