@@ -17,8 +17,11 @@ onnxruntime runs the model as it is (no step: the floor, what checking alone cos
 Goals (issue 30): 50k nodes <= 30 s and 100k <= 60 s at every target (other sizes: pro rata, 0.6 s per 1k
 nodes); peak memory <= 3x the model's size in memory. The model's size is what loading it adds to a process
 (`load_model`, resident memory after minus before); the fix's memory is its peak less the peak of the same
-command on a 200-node stack (the interpreter, onnx, onnxruntime: what any fix costs). The machine's load is
-printed with the figures: on a shared 2-core machine a busy neighbour doubles them.
+command on a 200-node stack (the interpreter, onnx, onnxruntime: what any fix costs). Beside it, what onnxruntime
+alone needs for the same file: a process that makes its session (as the check and the verification make theirs)
+and runs it once on seeded inputs, its peak less the same on the 200-node stack, also as a multiple of the
+model: a fix that checks or verifies on onnxruntime holds at least that. The machine's load is printed with the
+figures: on a shared 2-core machine a busy neighbour doubles them.
 """
 
 from __future__ import annotations
@@ -95,6 +98,22 @@ def model_mib(src: Path) -> float:
     return float(p.stdout.strip())
 
 
+def backend_mib(src: Path) -> float:
+    """Peak MiB of a process that makes onnxruntime's session for `src` and runs it once on seeded inputs."""
+    code = (  # the options surgery.ort.make_session uses to compare models: no arena, no graph optimizations
+        "import sys, onnx, onnxruntime as ort\nfrom surgery.feeds import seeded_inputs\n"
+        "m = onnx.load(sys.argv[1], load_external_data=False)\nfeeds = seeded_inputs(m)\ndel m\n"
+        "so = ort.SessionOptions()\nso.enable_cpu_mem_arena = False\n"
+        "so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL\n"
+        "s = ort.InferenceSession(sys.argv[1], so, providers=['CPUExecutionProvider'])\ns.run(None, feeds)\n"
+        "print(open('/proc/self/status').read().split('VmHWM:')[1].split()[0])"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code, str(src)], capture_output=True, text=True, cwd=ROOT, check=True
+    )
+    return int(p.stdout.strip()) / 1024
+
+
 def main() -> None:
     import onnx
 
@@ -112,9 +131,9 @@ def main() -> None:
     print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(
         "| nodes (model) | target | steps | fix s | cpu s | goal s | peak MiB | base MiB | model MiB | memory x model (goal <= 3) "
-        "| after | replay bit for bit |"
+        "| onnxruntime alone MiB (x model) | after | replay bit for bit |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         tiny = Path(tmp) / "base.onnx"
         onnx.save(transformer_stack(200), str(tiny))
@@ -122,6 +141,7 @@ def main() -> None:
             t: run_fix(tiny, t, Path(tmp) / "base.fixed.onnx", Path(tmp) / "base.json", args.timeout)[2]
             for t in args.targets
         }
+        floor = backend_mib(tiny)
         sources = []
         for n in args.sizes:
             src = Path(tmp) / f"m{n}.onnx"
@@ -131,6 +151,8 @@ def main() -> None:
             nodes = len(onnx.load(str(src), load_external_data=False).graph.node)
             label = str(nodes) if src in sources else f"{src.stem}: {nodes}"
             size = model_mib(src)
+            alone = backend_mib(src) - floor
+            backend = f"{alone:.0f} ({alone / size:.1f}x)" if size > 0 else f"{alone:.0f}"
             for target in args.targets:
                 out, recipe = (
                     Path(tmp) / f"{src.stem}.{target}{ext}" for ext in (".fixed.onnx", ".recipe.json")
@@ -140,7 +162,7 @@ def main() -> None:
                 if rc is None:
                     print(
                         f"| {label} | {target} | ? | > {args.timeout:.0f} (stopped) | {cpu:.0f} | {'-' if goal is None else f'{goal:.0f} ✗'} | {peak:.0f} | "
-                        f"{base[target]:.0f} | {size:.0f} | ? | - | - |",
+                        f"{base[target]:.0f} | {size:.0f} | ? | {backend} | - | - |",
                         flush=True,
                     )
                     continue
@@ -164,7 +186,7 @@ def main() -> None:
                 print(
                     f"| {label} | {target} | {steps} | {seconds:.1f} | {cpu:.1f} | {'-' if goal is None else f'{goal:.0f} ' + ('✓' if seconds <= goal else '✗')} "
                     f"| {peak:.0f} | {base[target]:.0f} | {size:.0f} | {times:.1f} "
-                    f"{'✓' if times <= MEMORY_GOAL else '✗'} | {after.group(1) if after else f'exit {rc}'} | {same} |",
+                    f"{'✓' if times <= MEMORY_GOAL else '✗'} | {backend} | {after.group(1) if after else f'exit {rc}'} | {same} |",
                     flush=True,
                 )
     print(f"load average after: {os.getloadavg()[0]:.1f}")

@@ -36,8 +36,9 @@ from typing import Any
 
 from surgery import resources
 
-# The worker: reads length-prefixed pickled requests on fd 0, answers on a private copy of the original
-# stdout; the function's own prints go to stderr so they cannot corrupt the answer.
+# The worker: reads requests on fd 0 (the pickle's length and how many large byte strings travel beside it, the
+# pickle, then each of those with its length), answers on a private copy of the original stdout; the function's
+# own prints go to stderr so they cannot corrupt the answer.
 _WORKER = r"""
 import importlib, os, pickle, struct, sys, traceback
 answer = os.fdopen(os.dup(1), "wb", buffering=0)
@@ -60,8 +61,11 @@ def read_exact(n):
     return buf
 
 while True:
-    size = struct.unpack("<Q", read_exact(8))[0]
-    func_path, args, kwargs, progress_file = pickle.loads(read_exact(size))
+    size, count = struct.unpack("<QQ", read_exact(16))
+    pickled = read_exact(size)
+    beside = [bytes(read_exact(struct.unpack("<Q", read_exact(8))[0])) for _ in range(count)]
+    func_path, args, kwargs, progress_file = pickle.loads(pickled, buffers=beside)
+    del pickled, beside
     os.environ["ONNX_SURGERY_PROGRESS"] = progress_file
     mod, _, name = func_path.partition(":")
     try:
@@ -79,6 +83,7 @@ while True:
 # of a normal process's (Linux CFS), so on a busy machine the page and the browser come first
 BACKGROUND_NICE = 10
 MAX_CALLS_PER_WORKER = 200  # recycle a worker now and then (backends keep caches)
+BESIDE_FROM = 1 << 20  # bytes: a byte string argument this large travels beside the request's pickle
 MAX_IDLE_WORKERS = 2
 
 
@@ -180,10 +185,31 @@ class _Worker:
         progress_file = os.path.join(self.tmp.name, f"progress{self.calls}")
         err_offset = os.path.getsize(self.err_path)
         self.calls += 1
-        data = pickle.dumps((func_path, args, kwargs, progress_file), protocol=pickle.HIGHEST_PROTOCOL)
+        # a large byte string argument (a serialized model) travels beside the pickle, not in it: pickling it
+        # copied it once more (a 73 MB model sent twice to compare: the fix's peak)
+        beside = [pickle.PickleBuffer(a) if type(a) is bytes and len(a) >= BESIDE_FROM else a for a in args]
+        ours = {id(a) for a in beside if type(a) is pickle.PickleBuffer}
+        buffers: list = []
+
+        def out_of_band(buffer) -> bool:  # numpy's own buffers stay in the pickle, as before
+            if id(buffer) not in ours:
+                return True
+            buffers.append(buffer)
+            return False
+
+        data = pickle.dumps(
+            (func_path, tuple(beside), kwargs, progress_file), protocol=5, buffer_callback=out_of_band
+        )
         deadline = time.monotonic() + timeout
-        try:  # the header, then the data: joining them would copy a serialized model once more
-            sent = self._send(struct.pack("<Q", len(data)), deadline) and self._send(data, deadline)
+        try:  # the header, then each part: joining them would copy a serialized model once more
+            sent = self._send(struct.pack("<QQ", len(data), len(buffers)), deadline) and self._send(
+                data, deadline
+            )
+            for buffer in buffers:
+                view = buffer.raw()
+                sent = (
+                    sent and self._send(struct.pack("<Q", len(view)), deadline) and self._send(view, deadline)
+                )
         except BrokenPipeError:
             return self._died(err_offset)
         if not sent:

@@ -175,6 +175,33 @@ def test_agreement_on_a_wider_slice_of_node_tests(backend):
         assert (not r.rejected and not r.errors) == bool(r.accepted), (backend, name, r.to_dict())
 
 
+def test_a_serialized_model_travels_beside_the_request_not_inside_it(monkeypatch):
+    """A large byte string argument (a serialized model) is written to the worker as it is, beside the request's
+    pickle (pickling it copied it once more: the peak of a fix that compares two 73 MB models); it arrives whole,
+    as bytes, and small ones and numpy arrays still travel in the pickle."""
+    import zlib
+
+    import numpy as np
+
+    from surgery import isolate
+
+    big = np.random.default_rng(0).integers(0, 256, isolate.BESIDE_FROM + 12345, dtype=np.uint8).tobytes()
+    writes = []
+    real = isolate._Worker._send
+
+    def spied(self, data, deadline):
+        writes.append(len(memoryview(data)))
+        return real(self, data, deadline)
+
+    monkeypatch.setattr(isolate._Worker, "_send", spied)
+    assert call_isolated("zlib:crc32", big) == zlib.crc32(big)
+    assert len(big) in writes and all(n < 4096 or n == len(big) for n in writes)
+    assert call_isolated("builtins:type", big) is bytes
+    assert call_isolated("zlib:crc32", b"small") == zlib.crc32(b"small")
+    array = np.arange(300_000, dtype=np.float32)
+    assert call_isolated("numpy:sum", array) == array.sum()
+
+
 def test_isolated_calls_survive_crashes_timeouts_and_exceptions():
     with pytest.raises(BackendCrash, match=r"^backend crashed: signal 11 \(SIGSEGV\)$"):
         call_isolated("surgery.isolate:crash_for_test", signal.SIGSEGV)
