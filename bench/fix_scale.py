@@ -51,12 +51,29 @@ def time_goal(nodes: int) -> float:
     return {50000: 30.0, 100000: 60.0}.get(nodes, nodes * 0.6 / 1000)
 
 
+# The kernel's peak resident memory of a process (ru_maxrss) counts, for a child started by fork or vfork, its
+# parent's resident pages at the start: read from this process, which holds the generated and loaded models, a
+# fix's peak was at least this bench's own. The fix runs under a small launcher, whose children's peak is the
+# fix's and its workers'.
+LAUNCHER = (
+    "import resource, subprocess, sys\n"
+    "code = subprocess.call(sys.argv[2:])\n"
+    "open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))\n"
+    "sys.exit(code)\n"
+)
+
+
 def run_fix(
     src: Path, target: str, out: Path, recipe: Path, timeout: float
 ) -> tuple[float, float, float, str, int]:
-    """Wall seconds, CPU seconds and peak MiB (the child and every process it waited for), stdout, exit status
+    """Wall seconds, CPU seconds and peak MiB (the fix and every process it waited for), stdout, exit status
     (None: timed out)."""
+    peak_file = out.with_suffix(".peak")
     cmd = [
+        sys.executable,
+        "-c",
+        LAUNCHER,
+        str(peak_file),
         sys.executable,
         "-m",
         "surgery.cli",
@@ -82,7 +99,8 @@ def run_fix(
         log.seek(0)
         text = log.read()
     cpu = usage.ru_utime + usage.ru_stime
-    return seconds, cpu, usage.ru_maxrss / 1024, text, None if timed_out else p.returncode
+    peak = int(peak_file.read_text()) / 1024 if peak_file.exists() else float("nan")  # killed: unknown
+    return seconds, cpu, peak, text, None if timed_out else p.returncode
 
 
 def model_mib(src: Path) -> float:
