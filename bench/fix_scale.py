@@ -146,6 +146,9 @@ def main() -> None:
         "--no-replay", action="store_true", help="skip replaying the recipe (saves a load and a replay)"
     )
     args = ap.parse_args()
+    for path in args.models:
+        if not path.is_file():
+            ap.error(f"{path}: not a model file")
     print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(
         "| nodes (model) | target | steps | fix s | cpu s | goal s | peak MiB | base MiB | model MiB | memory x model (goal <= 3) "
