@@ -356,14 +356,26 @@ def test_the_next_rounds_matching_runs_while_the_step_is_verified_and_is_used(mo
     import surgery.rulebook.engine as engine
 
     calls = []
-    real = engine.propose
+    real, real_verify = engine.propose, engine._verify
+    looked_ahead = threading.Event()
 
     def propose_and_note(model, *args, **kwargs):
         beside = [t for t in threading.enumerate() if t.name == "onnx-surgery-beside" and t.is_alive()]
         calls.append(bool(beside))
+        if len(calls) > 1:
+            looked_ahead.set()
         return real(model, *args, **kwargs)
 
+    def verify_until_the_look_ahead(*args, **kwargs):
+        # a small model's verification can end before the look-ahead starts (a busy machine): it stays until the
+        # look-ahead has begun, so that the order is the engine's, not the scheduler's; a look-ahead made only
+        # after the verification never comes, and the wait ends after 10 s
+        report = real_verify(*args, **kwargs)
+        looked_ahead.wait(10)
+        return report
+
     monkeypatch.setattr(engine, "propose", propose_and_note)
+    monkeypatch.setattr(engine, "_verify", verify_until_the_look_ahead)
     ws = Workspace.open(onnx.parser.parse_model(TWO_DOWNSCALES).SerializeToString())
     applied, refused = run_rules(ws, [RULES["resize-antialias-off"]], ["tensorrt-static@10.15"])
     assert len(applied) == 1 and applied[0].verification.status in ("ok", "failed")
