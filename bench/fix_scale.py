@@ -118,7 +118,9 @@ def model_mib(src: Path) -> float:
 
 def backend_mib(src: Path) -> float:
     """Peak MiB of a process that makes onnxruntime's session for `src` and runs it once on seeded inputs."""
-    code = (  # the options surgery.ort.make_session uses to compare models: no arena, no graph optimizations
+    # the options surgery.ort.make_session uses to compare models (no arena, no graph optimizations), not
+    # make_session itself: it takes the model in memory, which would count in this figure
+    code = (
         "import sys, onnx, onnxruntime as ort\nfrom surgery.feeds import seeded_inputs\n"
         "m = onnx.load(sys.argv[1], load_external_data=False)\nfeeds = seeded_inputs(m)\ndel m\n"
         "so = ort.SessionOptions()\nso.enable_cpu_mem_arena = False\n"
