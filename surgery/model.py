@@ -22,7 +22,9 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import ModelProto, TensorProto
 
+from surgery import file_weights
 from surgery.text import size_text
+from surgery.wire import read_varint
 
 DEFAULT_MAX_BYTES = int(os.environ.get("ONNX_SURGERY_MAX_BYTES", 64 * 1024**3))
 PROTOBUF_LIMIT = 2 * 1024**3 - 1  # a single serialized protobuf cannot exceed 2 GiB
@@ -40,6 +42,7 @@ class LoadErrorKind(StrEnum):
     TOO_LARGE = "too-large"
     NOT_FOUND = "not-found"
     NOT_A_FILE = "not-a-file"
+    CHANGED = "changed-on-disk"
 
 
 class ModelLoadError(Exception):
@@ -70,6 +73,9 @@ class Model:
     external: list[ExternalFile] = field(default_factory=list)
     content_hash: str | None = None  # sha256 of the bytes parsed, when load_model was asked for it
     stamp: tuple | None = None  # the file's (device, inode, size, mtime ns) when it was read
+    own_file: Path | None = (
+        None  # the file's path when its large weights were left in it (surgery.file_weights)
+    )
 
     def file_as_read(self) -> str | None:
         """The path of the file this model was read from while the file is still the one read (same inode, size
@@ -82,6 +88,16 @@ class Model:
         except OSError:
             return None
 
+    def check_unchanged(self) -> None:
+        """Raise ModelLoadError when the weights left in the model's file (`own_file`) may no longer be the ones
+        read: the file was changed or replaced since."""
+        if self.own_file is not None and self.file_as_read() is None:
+            raise ModelLoadError(
+                LoadErrorKind.CHANGED,
+                f"{self.source}: the file changed on disk after it was read, and its weights are read from it: "
+                "nothing written; run again on the file as it is now",
+            )
+
     @property
     def has_external_data(self) -> bool:
         return bool(self.external)
@@ -91,7 +107,7 @@ class Model:
         return sum(f.bytes_used for f in self.external)
 
     def fingerprint(self) -> str:
-        return fingerprint(self.proto)
+        return fingerprint(self.proto, self.own_file)
 
     def files(self) -> list[Path]:
         """The files this model was read from: the model file and its external-data files (nothing for bytes)."""
@@ -131,9 +147,10 @@ def gc_paused():
                 gc.enable()
 
 
-def fingerprint(proto: ModelProto) -> str:
-    """A stable hash of the model's content (deterministic serialization)."""
-    return hashlib.sha256(proto.SerializeToString(deterministic=True)).hexdigest()[:16]
+def fingerprint(proto: ModelProto, own_file: Path | None = None) -> str:
+    """A stable hash of the model's content (deterministic serialization). `own_file`: the model's file, when its
+    large weights were left in it: hashed as if inline (the fingerprint the model has loaded whole)."""
+    return file_weights.fingerprint(proto, own_file)
 
 
 # --- text a model holds --------------------------------------------------------------------------------------
@@ -202,20 +219,6 @@ _WIRE_OF_TYPE = {  # protobuf FieldDescriptor.TYPE_* -> wire type
 }
 
 
-def _read_varint(data: bytes | memoryview, pos: int) -> tuple[int, int] | None:
-    result = shift = 0
-    while pos < len(data):
-        b = data[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint too long")
-    return None  # ran off the end
-
-
 def _scan_top_level(data: bytes | memoryview) -> tuple[str, str]:
     """Walk the top-level fields. Returns (verdict, detail): ok | not-protobuf | truncated | not-model.
 
@@ -231,7 +234,7 @@ def _scan_top_level(data: bytes | memoryview) -> tuple[str, str]:
     while pos < n:
         start = pos
         try:
-            tag = _read_varint(data, pos)
+            tag = read_varint(data, pos)
         except ValueError:
             return "not-protobuf", f"bad varint at byte {pos}"
         if tag is None:
@@ -242,7 +245,7 @@ def _scan_top_level(data: bytes | memoryview) -> tuple[str, str]:
             return "not-protobuf", f"invalid field tag at byte {start}"
         if wire == 0:
             try:
-                v = _read_varint(data, pos)
+                v = read_varint(data, pos)
             except ValueError:
                 return "not-protobuf", f"bad varint at byte {pos}"
             if v is None:
@@ -251,7 +254,7 @@ def _scan_top_level(data: bytes | memoryview) -> tuple[str, str]:
         elif wire in (1, 5):
             pos += 8 if wire == 1 else 4
         else:  # length-delimited
-            v = _read_varint(data, pos)
+            v = read_varint(data, pos)
             if v is None:
                 return cut(f"file ends inside field {number}")
             length, pos = v
@@ -280,14 +283,14 @@ def _top_level_tags(data: bytes) -> list[tuple[int, int]]:
     """(field number, wire type) of each top-level field of bytes already known to be well-formed."""
     tags, pos = [], 0
     while pos < len(data):
-        key, pos = _read_varint(data, pos)
+        key, pos = read_varint(data, pos)
         number, wire = key >> 3, key & 7
         if wire == 0:
-            pos = _read_varint(data, pos)[1]
+            pos = read_varint(data, pos)[1]
         elif wire in (1, 5):
             pos += 8 if wire == 1 else 4
         else:
-            length, pos = _read_varint(data, pos)
+            length, pos = read_varint(data, pos)
             pos += length
         tags.append((number, wire))
     return tags
@@ -490,10 +493,13 @@ def load_model(
     name: str | None = None,
     max_bytes: int | None = None,
     content_hash: bool = False,
+    weights_in_file: bool = False,
 ) -> Model:
     """Load a model from a path or from bytes. Weights in external files are validated, not read.
     `content_hash`: keep the sha256 of the bytes parsed (a key for caches; not the fingerprint, which hashes
-    the serialization and so does not depend on how the file was written)."""
+    the serialization and so does not depend on how the file was written). `weights_in_file`: a file's large
+    initializers are not parsed but referred to where they lie in it (surgery.file_weights), for a command that
+    makes many versions of the model; the file must then stay as it is while the model is used."""
     limit = DEFAULT_MAX_BYTES if max_bytes is None else max_bytes
     if isinstance(src, bytes | bytearray | memoryview):
         data = bytes(src)
@@ -511,15 +517,29 @@ def load_model(
     with os.fdopen(fd, "rb") as f:
         stamp = _stamp(os.fstat(f.fileno()))
         data = _read_model_file(f, source, limit)
+    stripped = _stripped(data) if weights_in_file else None
     with gc_paused():
-        proto = parse_model_bytes(data, source)
-        external = check_external_data(proto, path.parent, source)
+        proto = parse_model_bytes(stripped.data if stripped else data, source)
+        external = check_external_data(
+            proto, path.parent, source
+        )  # other files: the model's own is not listed
+        if stripped and not file_weights.refer(proto, stripped.places, path.name):
+            stripped, proto = None, parse_model_bytes(data, source)  # not the tensors walked: parse it whole
     size = len(data)
     total = size + sum(f.bytes_used for f in external)
     if total > limit:
         raise _too_large(source, total, limit, "the model with its external data")
     digest = hashlib.sha256(data).hexdigest() if content_hash else None
-    return Model(proto, source, path.parent, size, external, digest, stamp)
+    return Model(proto, source, path.parent, size, external, digest, stamp, path if stripped else None)
+
+
+def _stripped(data: bytes) -> file_weights.Stripped | None:
+    """The file's bytes without its large weights; None to parse them as they are (none to leave, or bytes that
+    are not well formed: parse_model_bytes then says what is wrong with them)."""
+    try:
+        return file_weights.strip(data)
+    except ValueError:
+        return None
 
 
 def _stamp(st: os.stat_result) -> tuple:
@@ -594,25 +614,41 @@ def serialized_size(proto: ModelProto) -> int:
         return PROTOBUF_LIMIT + 1
 
 
-def with_weights(proto: ModelProto, base_dir: str | Path | None) -> ModelProto:
+def with_weights(proto: ModelProto, base_dir: str | Path | None, own_file: Path | None = None) -> ModelProto:
     """`proto` with the external weights it names read in from `base_dir` (a copy; `proto` itself when it names
-    none, or no folder is given)."""
+    none, or no folder is given). `own_file`: the model's file, when weights were left in it (Model.own_file):
+    those tensors come back as the file holds them, byte for byte."""
     if base_dir is None or not has_external_data(proto):
         return proto
     from onnx.external_data_helper import load_external_data_for_model
 
     full = ModelProto()
     full.CopyFrom(proto)
+    own = [t for t in full.graph.initializer if own_file is not None and _location(t) == own_file.name]
     load_external_data_for_model(full, str(base_dir))
+    for tensor in own:  # onnx's loader sets data_location to DEFAULT; the file had none
+        tensor.ClearField("data_location")
     return full
 
 
+def _location(tensor: TensorProto) -> str | None:
+    if tensor.data_location != TensorProto.EXTERNAL:
+        return None
+    return next((e.value for e in tensor.external_data if e.key == "location"), None)
+
+
 def save_model(
-    proto: ModelProto, path: str | Path, base_dir: str | Path | None = None, *, external: bool | None = None
+    proto: ModelProto,
+    path: str | Path,
+    base_dir: str | Path | None = None,
+    *,
+    external: bool | None = None,
+    own_file: Path | None = None,
 ) -> Path:
     """Write `proto` to `path` (its folder made) with every weight, external ones read from `base_dir`: in the
     file, or in `<file name>.data` beside it when `external` is true or the model would pass protobuf's 2 GiB
-    (`external=None`). A `.data` file left by an earlier write is replaced, not appended to. Returns `path`.
+    (`external=None`). A `.data` file left by an earlier write is replaced, not appended to. `own_file`: as for
+    with_weights. Returns `path`.
 
     Written beside, the weights still in `base_dir`'s files are never read into memory: their bytes are copied
     from file to file by the kernel (`stream_weights`); only tensors the model holds itself pass through here."""
@@ -641,7 +677,8 @@ def save_model(
         stream_weights(out, Path(base_dir) if kept else None, data)
         write_atomic(path, out.SerializeToString())
     else:
-        write_atomic(path, blob if blob is not None else with_weights(proto, base_dir).SerializeToString())
+        full = blob if blob is not None else with_weights(proto, base_dir, own_file).SerializeToString()
+        write_atomic(path, full)
     return path
 
 
@@ -708,11 +745,11 @@ def stream_weights(proto: ModelProto, base_dir: Path | None, data: Path) -> None
                         copied[key] = offset
                         _copy_range(src, start, length, out)
                         offset += length
-                    _point_at(tensor, data.name, copied[key], length)
+                    file_weights.point_at(tensor, data.name, copied[key], length)
                 elif initializer and len(tensor.raw_data) >= EXTERNAL_THRESHOLD:
-                    length = len(tensor.raw_data)  # before _point_at clears it
+                    length = len(tensor.raw_data)  # before point_at clears it
                     out.write(tensor.raw_data)
-                    _point_at(tensor, data.name, offset, length)
+                    file_weights.point_at(tensor, data.name, offset, length)
                     offset += length
     finally:
         for src in sources.values():
@@ -757,15 +794,6 @@ def _copy_range(src, start: int, length: int, out) -> None:
         done += len(chunk)
 
 
-def _point_at(tensor: TensorProto, location: str, offset: int, length: int) -> None:
-    tensor.ClearField("raw_data")
-    del tensor.external_data[:]
-    for key, value in (("location", location), ("offset", str(offset)), ("length", str(length))):
-        entry = tensor.external_data.add()
-        entry.key, entry.value = key, value
-    tensor.data_location = TensorProto.EXTERNAL
-
-
 @contextlib.contextmanager
 def private_copy(data: bytes | ModelProto, base_dir: str | Path | None = None, *, file: str | None = None):
     """A file holding the model, in a private temporary folder removed afterwards (never in the user's folder).
@@ -777,19 +805,26 @@ def private_copy(data: bytes | ModelProto, base_dir: str | Path | None = None, *
     proto = data if isinstance(data, ModelProto) else None
     blob = None if file is not None else data.SerializeToString() if proto is not None else data
     with tempfile.TemporaryDirectory(prefix="onnx-surgery-model-") as tmp:
+        locations: set[str] = set()
         if base_dir is not None:
             if proto is None:
                 proto = ModelProto()
                 proto.ParseFromString(blob)
-            for location in {info.get("location", "") for _, info in _external_entries(proto)} - {""}:
+            locations = {info.get("location", "") for _, info in _external_entries(proto)} - {""}
+            for location in locations:
                 target = Path(tmp) / location
                 target.parent.mkdir(parents=True, exist_ok=True)
                 _link_or_copy(Path(base_dir).resolve() / location, target)
-        path = Path(tmp) / "model.onnx"
+        # a name no external file has: weights left in the model's own file (surgery.file_weights) are linked in
+        # under that file's name, often model.onnx, and writing through that link would write the user's file
+        taken = {os.path.normpath(location) for location in locations}
+        name = next(n for i in range(len(taken) + 1) if (n := f"model{i or ''}.onnx") not in taken)
+        path = Path(tmp) / name
         if blob is None:
             _link_or_copy(Path(file), path)
         else:
-            path.write_bytes(blob)
+            with open(path, "xb") as out:  # a new file, never one linked in
+                out.write(blob)
         yield str(path)
 
 

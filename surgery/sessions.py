@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from surgery.model import Model, ModelLoadError, fingerprint, load_model
+from surgery.model import Model, ModelLoadError, load_model
 from surgery.text import first_line
 from surgery.workspace import RECIPE_FORMAT, RecipeError, Step, Workspace, read_recipe
 
@@ -381,7 +381,7 @@ def _original(sid: str, folder: Path, where: dict[str, Any], allowed=None) -> Mo
         raise SessionError(f"session {sid}: its uploaded model's copy is gone from {folder}") from None
     except (ModelLoadError, KeyError, OSError) as exc:
         raise SessionError(f"session {sid}: its original model cannot be opened: {_first(exc)}") from None
-    got = fingerprint(model.proto)
+    got = model.fingerprint()
     if not want or got != want:
         raise SessionError(
             f"session {sid}: stale: {source} has changed since the session was saved "

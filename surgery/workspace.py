@@ -134,7 +134,7 @@ class Workspace:
         return self.cursor < len(self.steps)
 
     def fingerprint(self) -> str:
-        return fingerprint(self.current)
+        return fingerprint(self.current, self.original.own_file)
 
     def model_at(self, steps: int) -> ModelProto:
         """The model after the first `steps` steps (0 = the original)."""
@@ -233,14 +233,19 @@ class Workspace:
         """Write the current model to a new file. Refuses to overwrite the original.
 
         External data is written beside the new file when the original used it, when asked, or when the model
-        would exceed protobuf's 2 GiB limit.
+        would exceed protobuf's 2 GiB limit. ModelLoadError when the original's file, which holds weights the
+        model refers to, has changed since it was read.
         """
         path = Path(path)
         if self.original.base_dir is not None and path.resolve() == Path(self.original.source).resolve():
             raise ValueError(f"refusing to overwrite the original model {path}; choose another file name")
         if external_data is None and self.original.has_external_data:
             external_data = True
-        return save_model(self.current, path, self.original.base_dir, external=external_data)
+        original = self.original
+        original.check_unchanged()  # the weights written are read from the original's file
+        return save_model(
+            self.current, path, original.base_dir, external=external_data, own_file=original.own_file
+        )
 
 
 RECIPE_MAX_BYTES = 64 * 1024 * 1024  # a recipe is steps and their parameters; the largest pins a few lists

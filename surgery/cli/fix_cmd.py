@@ -175,7 +175,7 @@ def _run(args) -> tuple[int, tuple | None]:
     except (RuleError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT, None
-    model = load(args)
+    model = load(args, weights_in_file=True)  # a version per step: the weights stay in the file
     writes = not (args.dry_run or args.preview)
     try:
         written = check_outputs(model, [("-o", args.output if writes else None), ("--recipe", args.recipe)])

@@ -12,11 +12,12 @@ def add_model(p, help: str = "path to an .onnx file") -> None:
     )
 
 
-def load(args):
-    """The model the command was given, read under its --max-bytes (a bad file: ModelLoadError, exit 2)."""
+def load(args, *, weights_in_file: bool = False):
+    """The model the command was given, read under its --max-bytes (a bad file: ModelLoadError, exit 2).
+    `weights_in_file`: its large weights stay in the file (a command that makes a version per step)."""
     from surgery.model import load_model
 
-    return load_model(args.model, max_bytes=args.max_bytes)
+    return load_model(args.model, max_bytes=args.max_bytes, weights_in_file=weights_in_file)
 
 
 TARGET_IDS = "tensorrt, tensorrt-static@VERSION, onnxruntime, openvino, tvm"

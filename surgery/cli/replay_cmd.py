@@ -31,7 +31,7 @@ def run(args) -> int:
     from surgery.usecases.replay import replay
     from surgery.workspace import RecipeError
 
-    model = load(args)
+    model = load(args, weights_in_file=True)  # a version per step: the weights stay in the file
     try:
         out = check_outputs(model, [("-o", args.output)])["-o"]
         ws, outcome = replay(model, args.recipe, force=args.force)

@@ -1,0 +1,135 @@
+"""A model's large float weights left in its own file (surgery.file_weights, issue 30): `fix` and `replay` hold
+every version of the model without a copy of them, give the same models and the same fingerprints as a model
+loaded whole, and never write the user's file."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from surgery import file_weights
+from surgery.cli import main
+from surgery.model import ModelLoadError, load_model, private_copy, with_weights
+from surgery.ort import run
+from surgery.workspace import Step, Workspace
+
+
+def _model(opset: int = 17) -> onnx.ModelProto:
+    """Conv (a 144 KiB float weight, a small bias) -> LayerNormalization, beside a 80 KiB int64 Gather index and
+    a Mul of two large float constants feeding a MatMul (a constant subgraph to fold)."""
+    rng = np.random.default_rng(0)
+    inits = [
+        numpy_helper.from_array(rng.standard_normal((64, 64, 3, 3)).astype(np.float32), "conv.w"),
+        numpy_helper.from_array(rng.standard_normal(64).astype(np.float32), "conv.b"),
+        numpy_helper.from_array(np.ones(8, np.float32), "ln.scale"),
+        numpy_helper.from_array(np.zeros(8, np.float32), "ln.bias"),
+        numpy_helper.from_array((np.arange(10_000) % 64).astype(np.int64), "idx"),
+        numpy_helper.from_array(rng.standard_normal((8, 4096)).astype(np.float32), "m.a"),
+        numpy_helper.from_array(np.full((8, 4096), 0.5, np.float32), "m.b"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "conv.w", "conv.b"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+        helper.make_node("LayerNormalization", ["c", "ln.scale", "ln.bias"], ["ln"], axis=-1, name="ln"),
+        helper.make_node("Mul", ["m.a", "m.b"], ["m"], name="mul"),
+        helper.make_node("MatMul", ["ln", "m"], ["y"], name="matmul"),
+        helper.make_node("Gather", ["y", "idx"], ["z"], axis=3, name="gather"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 8, 8])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)],
+        inits,
+    )
+    return helper.make_model(graph, ir_version=8, opset_imports=[helper.make_opsetid("", opset)])
+
+
+@pytest.fixture
+def path(tmp_path):
+    p = tmp_path / "model.onnx"  # the name private_copy also gives its copy
+    onnx.save(_model(), str(p))
+    return p
+
+
+def _locations(proto):
+    return {
+        t.name: {e.key: e.value for e in t.external_data}.get("location")
+        for t in proto.graph.initializer
+        if t.data_location == TensorProto.EXTERNAL
+    }
+
+
+def test_large_float_weights_stay_in_the_file_and_the_model_is_the_same(path):
+    whole = load_model(path)
+    light = load_model(path, weights_in_file=True)
+    assert _locations(light.proto) == {"conv.w": "model.onnx", "m.a": "model.onnx", "m.b": "model.onnx"}
+    assert light.external == [] and not light.has_external_data  # its file only: nothing to write beside
+    assert light.proto.ByteSize() < whole.proto.ByteSize() / 5
+    assert light.own_file == path and whole.own_file is None
+    assert light.fingerprint() == whole.fingerprint()
+    assert with_weights(light.proto, light.base_dir, light.own_file) == whole.proto
+    x = {"x": np.random.default_rng(1).standard_normal((1, 64, 8, 8)).astype(np.float32)}
+    np.testing.assert_array_equal(run(light.proto, x, light.base_dir)["z"], run(whole.proto, x)["z"])
+
+
+def test_a_changed_model_keeps_the_fingerprint_it_has_when_loaded_whole(path, tmp_path):
+    results = []
+    for kw in ({}, {"weights_in_file": True}):
+        ws = Workspace(load_model(path, **kw), kept_states=0)
+        ws.apply(Step("fold_constants"))  # reads m.a and m.b, writes their product inline
+        ws.apply(Step("int64_to_int32"))  # reads idx, inline
+        tensor = next(t for t in ws.current.graph.initializer if t.name == "conv.w")
+        assert (tensor.data_location == TensorProto.EXTERNAL) == bool(kw)
+        out = ws.export(tmp_path / f"out{len(results)}.onnx")
+        results.append((ws.fingerprint(), out.read_bytes()))
+    assert results[0] == results[1]  # the same fingerprint, the same file, byte for byte
+
+
+def test_a_copy_for_a_backend_never_writes_the_model_file(path):
+    before = path.read_bytes()
+    light = load_model(path, weights_in_file=True)
+    with private_copy(light.proto, light.base_dir) as copy:
+        copy = Path(copy)
+        assert copy.name == "model1.onnx"  # model.onnx is the user's file linked in: it holds the weights
+        assert (copy.parent / "model.onnx").samefile(path)
+        assert _locations(onnx.load(copy, load_external_data=False))["conv.w"] == "model.onnx"
+    assert path.read_bytes() == before
+
+
+def test_fix_and_replay_agree_with_a_model_loaded_whole(path, tmp_path, capsys):
+    out, recipe = tmp_path / "fixed.onnx", tmp_path / "recipe.json"
+    code = main(["fix", str(path), "-t", "tensorrt-static@8.2", "-o", str(out), "--recipe", str(recipe)])
+    assert code == 0, capsys.readouterr().out
+    data = json.loads(recipe.read_text())
+    assert [s["fix"] for s in data["steps"]]  # something was applied
+    assert data["original"]["fingerprint"] == load_model(path).fingerprint()
+    assert data["result_fingerprint"] == load_model(out).fingerprint()
+    whole = Workspace.open(path.read_bytes())  # as the app opens an upload: no file, weights inline
+    whole.load_recipe(recipe)
+    assert whole.fingerprint() == data["result_fingerprint"]
+    assert main(["replay", str(path), str(recipe), "-o", str(tmp_path / "again.onnx")]) == 0
+    assert (tmp_path / "again.onnx").read_bytes() == out.read_bytes()
+
+
+def test_a_file_whose_tensors_are_already_external_is_parsed_as_it_is(tmp_path):
+    p = tmp_path / "m.onnx"
+    onnx.save(_model(), str(p), save_as_external_data=True, location="m.bin", size_threshold=0)
+    assert file_weights.strip(p.read_bytes()) is None
+    model = load_model(p, weights_in_file=True)
+    assert model.own_file is None and set(_locations(model.proto).values()) == {"m.bin"}
+
+
+def test_a_file_changed_after_it_was_read_is_never_written_from(path, tmp_path):
+    out = tmp_path / "fixed.onnx"
+    ws = Workspace(load_model(path, weights_in_file=True), kept_states=0)
+    ws.apply(Step("fold_constants"))
+    changed = _model()
+    changed.graph.initializer[0].raw_data = bytes(len(changed.graph.initializer[0].raw_data))
+    onnx.save(changed, str(tmp_path / "new.onnx"))
+    (tmp_path / "new.onnx").replace(path)  # as an exporter writing the model again
+    with pytest.raises(ModelLoadError, match="changed on disk"):
+        ws.export(out)
+    assert not out.exists()
