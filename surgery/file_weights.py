@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import NamedTuple
+from typing import BinaryIO, NamedTuple
 
 from onnx import ModelProto, TensorProto
 
@@ -28,7 +28,7 @@ _DATA_TYPE, _RAW_DATA, _EXTERNAL_DATA, _DATA_LOCATION = 2, 9, 13, 14  # TensorPr
 # weights dequantized) as they read inline ones, while large float tensors are read by onnxruntime alone, which
 # resolves external data (shape inference keeps no float tensor past 64 elements: graph.INFER_KEEP_FLOATS)
 _FLOATS = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE, TensorProto.BFLOAT16}
-_CHUNK = 4 * 1024 * 1024  # bytes read from the file at a time while hashing
+_CHUNK = 4 * 1024 * 1024  # bytes read from the file at a time
 
 
 class Stripped(NamedTuple):
@@ -113,6 +113,18 @@ def point_at(tensor: TensorProto, location: str, offset: int, length: int) -> No
     tensor.data_location = TensorProto.EXTERNAL
 
 
+def write_inline(proto: ModelProto, own_file: Path, out: BinaryIO) -> None:
+    """Write the model to `out` as one message with the weights it keeps in `own_file` inline, copied from the
+    file a chunk at a time: the bytes `with_weights` would give, without the weights in memory."""
+    with open(own_file, "rb") as file:
+        for piece in _inline(memoryview(proto.SerializeToString(deterministic=True)), own_file.name):
+            if isinstance(piece, tuple):
+                for chunk in _chunks(file, *piece):
+                    out.write(chunk)
+            else:
+                out.write(piece)
+
+
 def fingerprint(proto: ModelProto, own_file: Path | None = None) -> str:
     """A stable hash of the model's content: sha256 of its deterministic serialization. With `own_file`, the main
     graph's initializers that point into that file are hashed as if their bytes were inline, as the same model
@@ -125,10 +137,8 @@ def fingerprint(proto: ModelProto, own_file: Path | None = None) -> str:
     mv = memoryview(data)
     with open(own_file, "rb") as file:
         for piece in _inline(mv, own_file.name):
-            if isinstance(piece, tuple):
-                _hash_range(digest, file, *piece)
-            else:
-                digest.update(piece)
+            for chunk in _chunks(file, *piece) if isinstance(piece, tuple) else (piece,):
+                digest.update(chunk)
     return digest.hexdigest()[:16]
 
 
@@ -182,11 +192,12 @@ def _place_in(mv: memoryview, tensor: Field, name: str):
     return int(refs.get("offset", "0")), int(refs["length"]), before, after
 
 
-def _hash_range(digest, file, offset: int, length: int) -> None:
+def _chunks(file, offset: int, length: int):
+    """`length` bytes of `file` from `offset`, a chunk at a time."""
     file.seek(offset)
     while length > 0:
         chunk = file.read(min(_CHUNK, length))
         if not chunk:
             raise ValueError(f"{file.name} ends before byte {offset + length}: changed since it was read")
-        digest.update(chunk)
+        yield chunk
         length -= len(chunk)

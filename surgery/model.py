@@ -676,10 +676,19 @@ def save_model(
         out.CopyFrom(proto)  # the graph and the tensors held in memory; external weights are references
         stream_weights(out, Path(base_dir) if kept else None, data)
         write_atomic(path, out.SerializeToString())
+    elif blob is None and own_file is not None and _refers_only_to(proto, own_file.name):
+        write_atomic(path, lambda out: file_weights.write_inline(proto, own_file, out))  # weights streamed
     else:
         full = blob if blob is not None else with_weights(proto, base_dir, own_file).SerializeToString()
         write_atomic(path, full)
     return path
+
+
+def _refers_only_to(proto: ModelProto, name: str) -> bool:
+    """Whether every external tensor of `proto` is a main-graph initializer in the file `name` (the ones
+    file_weights.write_inline writes inline)."""
+    main = sum(1 for t in proto.graph.initializer if _location(t) == name)
+    return main == sum(1 for _ in _external_entries(proto))
 
 
 def external_size(proto: ModelProto) -> int:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import os
 import stat
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import BinaryIO
 
 
 def _umask() -> int:
@@ -121,9 +122,9 @@ def _probe(folder: Path) -> int:
     return fd
 
 
-def write_atomic(path: str | os.PathLike, data: bytes | str) -> Path:
+def write_atomic(path: str | os.PathLike, data: bytes | str | Callable[[BinaryIO], None]) -> Path:
     """Write `data` to `path` whole: into a private temporary file beside it, then renamed over it (a rename
-    replaces the name, never the file a hard link shares)."""
+    replaces the name, never the file a hard link shares). `data` may be a function that writes to the file."""
     p = Path(path)
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -134,7 +135,10 @@ def write_atomic(path: str | os.PathLike, data: bytes | str) -> Path:
         raise OutputError(f"{p}: cannot be written ({exc.strerror})") from None
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data.encode() if isinstance(data, str) else data)
+            if callable(data):
+                data(f)
+            else:
+                f.write(data.encode() if isinstance(data, str) else data)
         os.chmod(tmp, FILE_MODE)
         os.replace(tmp, p)
     except BaseException:
