@@ -595,9 +595,11 @@ def _read_model_file(f, source: str, limit: int) -> bytes:
 # --- handing a model to a backend that reads files --------------------------------------------------------------
 
 
-def has_external_data(proto: ModelProto) -> bool:
-    """Whether any tensor of the model (subgraphs included) keeps its data in an external file."""
-    return any(True for _ in _external_entries(proto))
+def has_external_data(proto: ModelProto, *, besides: Path | None = None) -> bool:
+    """Whether any tensor of the model (subgraphs included) keeps its data in an external file; `besides`: a file
+    not counted (the model's own, Model.own_file)."""
+    other = None if besides is None else besides.name
+    return any(other is None or info.get("location") != other for _, info in _external_entries(proto))
 
 
 PROTOBUF_LIMIT = 2 * 1024**3 - 1  # bytes: a larger model cannot be one protobuf message (one file)

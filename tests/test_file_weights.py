@@ -133,3 +133,17 @@ def test_a_file_changed_after_it_was_read_is_never_written_from(path, tmp_path):
     with pytest.raises(ModelLoadError, match="changed on disk"):
         ws.export(out)
     assert not out.exists()
+
+
+def test_split_writes_the_same_parts_as_from_a_model_loaded_whole(path, tmp_path):
+    from surgery.split import make_plan
+
+    assert (
+        main(["split", str(path), "-t", "tensorrt-static@8.2", "--min-nodes", "1", "-o", str(tmp_path / "a")])
+        == 0
+    )
+    make_plan(load_model(path), "tensorrt-static@8.2", min_nodes=1).save(tmp_path / "b")
+    parts = sorted(p.name for p in (tmp_path / "b").glob("*.onnx"))
+    assert len(parts) == 3 and sorted(p.name for p in (tmp_path / "a").iterdir()) == [*parts, "plan.json"]
+    for name in parts:  # every weight inline, as in the original: nothing beside the parts
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()

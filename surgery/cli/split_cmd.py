@@ -123,7 +123,7 @@ def run(args) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    model = load(args)
+    model = load(args, weights_in_file=True)  # the parts refer to the weights in the file
     try:
         folder = output_folder(args.output, inputs=model.files(), make=False)
     except OutputError as exc:

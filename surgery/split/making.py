@@ -69,6 +69,7 @@ def make_plan(
         if progress:
             progress(fraction, message)
 
+    original = model if isinstance(model, Model) and model.own_file is not None else None
     if isinstance(model, Model):
         base_dir, source, proto = model.base_dir, source or model.source, model.proto
     else:
@@ -326,6 +327,7 @@ def make_plan(
         rounds=rounds,
         notes=notes,
         base_dir=None if base_dir is None else Path(base_dir),
+        original=original,
     )
     if verify:
         say(0.75, "running the chain against the original")

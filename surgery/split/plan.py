@@ -11,6 +11,7 @@ import numpy as np
 import onnx
 from onnx import ModelProto
 
+from surgery.model import Model
 from surgery.split.regions import TARGET
 
 PLAN_FORMAT = "onnx-surgery-split-plan/1"
@@ -124,6 +125,8 @@ class Plan:
     verification: Verification | None = None
     seconds: float = 0.0
     base_dir: Path | None = field(default=None, repr=False, compare=False)
+    # the original as loaded, when its large weights stay in its file (Model.own_file): the parts refer to them
+    original: Model | None = field(default=None, repr=False, compare=False)
     _runners: dict = field(default_factory=dict, repr=False, compare=False)
 
     # -- figures ---------------------------------------------------------------------------------------------
@@ -205,11 +208,15 @@ class Plan:
         plan.json into `directory`. Returns plan.json's path."""
         from surgery.model import has_external_data, save_model
 
+        own = None if self.original is None else self.original.own_file
+        if self.original is not None:
+            self.original.check_unchanged()  # the parts' weights are read from its file
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
         for part in self.parts:
-            external = has_external_data(part.model) or None  # else beside it only past 2 GiB
-            save_model(part.model, d / part.file, self.base_dir, external=external)
+            # beside it when the original had external data, else only past 2 GiB
+            external = has_external_data(part.model, besides=own) or None
+            save_model(part.model, d / part.file, self.base_dir, external=external, own_file=own)
         from surgery.outputs import write_atomic
 
         return write_atomic(d / "plan.json", self.to_json())
