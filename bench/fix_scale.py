@@ -6,6 +6,7 @@ is the steadier figure), then the written recipe replayed on the original and co
 
     python bench/fix_scale.py [--sizes 10000 50000 100000] [--targets tensorrt-static@8.2 ...] [--timeout 600]
     python bench/fix_scale.py --sizes --models FILE.onnx ... --targets tensorrt-static@8.6   # real models too
+    python bench/fix_scale.py --sizes --models FILE.onnx --split ...   # and `split` of each, a row beside
 
 A real model's fix may take several steps, each a version of the model (its weights too, when they are in the
 file): `--models` puts such rows beside the stacks, with the same columns.
@@ -68,24 +69,19 @@ def run_fix(
 ) -> tuple[float, float, float, str, int]:
     """Wall seconds, CPU seconds and peak MiB (the fix and every process it waited for), stdout, exit status
     (None: timed out)."""
-    peak_file = out.with_suffix(".peak")
-    cmd = [
-        sys.executable,
-        "-c",
-        LAUNCHER,
-        str(peak_file),
-        sys.executable,
-        "-m",
-        "surgery.cli",
-        "fix",
-        str(src),
-        "-t",
-        target,
-        "-o",
-        str(out),
-        "--recipe",
-        str(recipe),
-    ]
+    argv = ["fix", str(src), "-t", target, "-o", str(out), "--recipe", str(recipe)]
+    return run_cli(argv, out.with_suffix(".peak"), timeout)
+
+
+def run_split(src: Path, target: str, folder: Path, timeout: float) -> tuple[float, float, float, str, int]:
+    """As run_fix, for `split` into `folder`."""
+    return run_cli(["split", str(src), "-t", target, "-o", str(folder)], folder.with_suffix(".peak"), timeout)
+
+
+def run_cli(argv: list[str], peak_file: Path, timeout: float) -> tuple[float, float, float, str, int]:
+    """The CLI with `argv` under the launcher: wall seconds, CPU seconds, peak MiB, stdout, exit status (None:
+    timed out)."""
+    cmd = [sys.executable, "-c", LAUNCHER, str(peak_file), sys.executable, "-m", "surgery.cli", *argv]
     with tempfile.TemporaryFile("w+") as log:
         t0 = time.perf_counter()
         p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
@@ -146,6 +142,9 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds a fix may take (default 600)")
     ap.add_argument(
         "--no-replay", action="store_true", help="skip replaying the recipe (saves a load and a replay)"
+    )
+    ap.add_argument(
+        "--split", action="store_true", help="also split each model at each target (a row per split)"
     )
     args = ap.parse_args()
     for path in args.models:
@@ -212,7 +211,24 @@ def main() -> None:
                     f"{'✓' if times <= MEMORY_GOAL else '✗'} | {backend} | {after.group(1) if after else f'exit {rc}'} | {same} |",
                     flush=True,
                 )
+                if args.split:
+                    split_row(src, label, target, size, base[target], backend, Path(tmp), args.timeout)
     print(f"load average after: {os.getloadavg()[0]:.1f}")
+
+
+def split_row(src, label, target, size, base, backend, tmp: Path, timeout: float) -> None:
+    """A row for `split` of `src` at `target`: its parts in the steps column, its memory less the fix's base (a
+    split of the 200-node stack may stop before it imports what any split of a real model does)."""
+    folder = tmp / f"{src.stem}.{target}.split"
+    seconds, cpu, peak, text, rc = run_split(src, target, folder, timeout)
+    parts = len(list(folder.glob("*.onnx"))) if folder.is_dir() else 0
+    times = (peak - base) / size if size > 0 else float("nan")
+    done = f"{parts} parts" if rc == 0 else "stopped" if rc is None else f"exit {rc}"
+    print(
+        f"| {label} | split {target} | {done} | {seconds:.1f} | {cpu:.1f} | - | {peak:.0f} | {base:.0f} | {size:.0f} "
+        f"| {times:.1f} {'✓' if times <= MEMORY_GOAL else '✗'} | {backend} | - | - |",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

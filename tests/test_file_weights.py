@@ -147,3 +147,12 @@ def test_split_writes_the_same_parts_as_from_a_model_loaded_whole(path, tmp_path
     assert len(parts) == 3 and sorted(p.name for p in (tmp_path / "a").iterdir()) == [*parts, "plan.json"]
     for name in parts:  # every weight inline, as in the original: nothing beside the parts
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+
+
+def test_a_survey_fixes_the_model_with_its_weights_in_the_file(path, tmp_path):
+    out = tmp_path / "survey"
+    argv = ["survey", str(path.parent), "-t", "tensorrt-static@8.2", "--fix", "-o", str(out), "--no-cache"]
+    assert main(argv) == 0  # refused before, accepted after its fix
+    (model,) = json.loads((out / "report.json").read_text())["models"]
+    fixed = model["targets"]["tensorrt-static@8.2"]["fix"]
+    assert fixed["repaired"] and fixed["steps"] and fixed["verification"] == "ok"

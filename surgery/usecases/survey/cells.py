@@ -205,7 +205,7 @@ def survey_cell(
 
     if probe_cache:
         use_disk_cache(probe_cache)
-    model = load_model(path)
+    model = load_model(path, weights_in_file=True)  # a fix makes versions; they refer to the file's weights
     proto = model.proto
     facts = {
         "nodes": len(proto.graph.node),
