@@ -517,20 +517,30 @@ def load_model(
     with os.fdopen(fd, "rb") as f:
         stamp = _stamp(os.fstat(f.fileno()))
         data = _read_model_file(f, source, limit)
-    stripped = _stripped(data) if weights_in_file else None
+    own = _own_file(path) if weights_in_file else None
+    stripped = _stripped(data) if own is not None else None
     with gc_paused():
         proto = parse_model_bytes(stripped.data if stripped else data, source)
-        external = check_external_data(
-            proto, path.parent, source
-        )  # other files: the model's own is not listed
-        if stripped and not file_weights.refer(proto, stripped.places, path.name):
+        # the external files it names; its own file is not one of them
+        external = check_external_data(proto, path.parent, source)
+        if stripped and not file_weights.refer(proto, stripped.places, own.name):
             stripped, proto = None, parse_model_bytes(data, source)  # not the tensors walked: parse it whole
     size = len(data)
     total = size + sum(f.bytes_used for f in external)
     if total > limit:
         raise _too_large(source, total, limit, "the model with its external data")
     digest = hashlib.sha256(data).hexdigest() if content_hash else None
-    return Model(proto, source, path.parent, size, external, digest, stamp, path if stripped else None)
+    return Model(proto, source, path.parent, size, external, digest, stamp, own if stripped else None)
+
+
+def _own_file(path: Path) -> Path | None:
+    """The model's file as a name in its folder, for references to weights in it; None where the file lies in
+    another folder (a link from elsewhere): backends refuse external data that resolves out of the folder."""
+    try:
+        real = path.resolve(strict=True)
+    except OSError:
+        return None
+    return path.parent / real.name if real.parent == path.parent.resolve() else None
 
 
 def _stripped(data: bytes) -> file_weights.Stripped | None:

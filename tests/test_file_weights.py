@@ -156,3 +156,18 @@ def test_a_survey_fixes_the_model_with_its_weights_in_the_file(path, tmp_path):
     (model,) = json.loads((out / "report.json").read_text())["models"]
     fixed = model["targets"]["tensorrt-static@8.2"]["fix"]
     assert fixed["repaired"] and fixed["steps"] and fixed["verification"] == "ok"
+
+
+def test_a_link_from_another_folder_is_read_whole_and_one_beside_its_file_is_not(path, tmp_path):
+    (tmp_path / "elsewhere").mkdir()
+    far, near = tmp_path / "elsewhere" / "m.onnx", tmp_path / "alias.onnx"
+    far.symlink_to(path)
+    near.symlink_to(path.name)
+    # onnxruntime refuses external data that resolves out of the model's folder: the far link's weights are parsed
+    assert load_model(far, weights_in_file=True).own_file is None
+    light = load_model(near, weights_in_file=True)
+    assert light.own_file == path and set(_locations(light.proto).values()) == {"model.onnx"}
+    x = {"x": np.ones((1, 64, 8, 8), np.float32)}
+    np.testing.assert_array_equal(
+        run(light.proto, x, light.base_dir)["z"], run(load_model(path).proto, x)["z"]
+    )
