@@ -87,9 +87,11 @@ def _raw_field(mv: memoryview, tensor: Field, from_bytes: int) -> Field | None:
     return raw
 
 
-def refer(proto: ModelProto, places: list[tuple[int, int, int]], file_name: str) -> bool:
-    """Point each stripped initializer at its bytes in the file `file_name` (in the model's folder). False, and
-    nothing changed, where the parsed model's initializers are not the ones `strip` walked."""
+def refer(proto: ModelProto, places: list[tuple[int, int, int]], file_name: str, checksum: str) -> bool:
+    """Point each stripped initializer at its bytes in the file `file_name` (in the model's folder), with the
+    file's SHA-1 `checksum` (ONNX's external-data key): two files with one graph and one layout, two checkpoints
+    of a model, then differ as held in memory, where caches key on a model's serialization. False, and nothing
+    changed, where the parsed model's initializers are not the ones `strip` walked."""
     initializers = proto.graph.initializer
     if any(
         index >= len(initializers)
@@ -99,15 +101,17 @@ def refer(proto: ModelProto, places: list[tuple[int, int, int]], file_name: str)
     ):
         return False
     for index, offset, length in places:
-        point_at(initializers[index], file_name, offset, length)
+        point_at(initializers[index], file_name, offset, length, checksum)
     return True
 
 
-def point_at(tensor: TensorProto, location: str, offset: int, length: int) -> None:
-    """`tensor`'s bytes are `length` bytes at `offset` of the file `location` (relative to the model's folder)."""
+def point_at(tensor: TensorProto, location: str, offset: int, length: int, checksum: str = "") -> None:
+    """`tensor`'s bytes are `length` bytes at `offset` of the file `location` (relative to the model's folder);
+    `checksum`: the file's SHA-1, where given."""
     tensor.ClearField("raw_data")
     del tensor.external_data[:]
-    for key, value in (("location", location), ("offset", str(offset)), ("length", str(length))):
+    entries = [("location", location), ("offset", str(offset)), ("length", str(length))]
+    for key, value in entries + ([("checksum", checksum)] if checksum else []):
         entry = tensor.external_data.add()
         entry.key, entry.value = key, value
     tensor.data_location = TensorProto.EXTERNAL
@@ -170,7 +174,7 @@ def _inline(mv: memoryview, name: str) -> list:
 
 def _place_in(mv: memoryview, tensor: Field, name: str):
     """(offset, length, fields before raw_data, fields after it) of a tensor whose data lies in the file `name`
-    and is referred to by location, offset and length alone; None for any other tensor."""
+    and is referred to by location, offset, length and checksum alone; None for any other tensor."""
     before, after, refs, external = [], [], {}, False
     for f in fields(mv, tensor.body, tensor.end):
         if f.number == _DATA_LOCATION and f.wire == VARINT:
@@ -185,7 +189,11 @@ def _place_in(mv: memoryview, tensor: Field, name: str):
             return None
         else:
             (before if f.number < _RAW_DATA else after).append(mv[f.start : f.end])
-    if not external or refs.get("location") != name or set(refs) - {"location", "offset", "length"}:
+    if (
+        not external
+        or refs.get("location") != name
+        or set(refs) - {"location", "offset", "length", "checksum"}
+    ):
         return None
     if not refs.get("offset", "0").isdigit() or not refs.get("length", "").isdigit():
         return None

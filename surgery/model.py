@@ -523,7 +523,8 @@ def load_model(
         proto = parse_model_bytes(stripped.data if stripped else data, source)
         # the external files it names; its own file is not one of them
         external = check_external_data(proto, path.parent, source)
-        if stripped and not file_weights.refer(proto, stripped.places, own.name):
+        checksum = hashlib.sha1(data).hexdigest() if stripped else ""  # the checksum ONNX names: SHA-1
+        if stripped and not file_weights.refer(proto, stripped.places, own.name, checksum):
             stripped, proto = None, parse_model_bytes(data, source)  # not the tensors walked: parse it whole
     size = len(data)
     total = size + sum(f.bytes_used for f in external)

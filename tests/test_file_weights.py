@@ -171,3 +171,17 @@ def test_a_link_from_another_folder_is_read_whole_and_one_beside_its_file_is_not
     np.testing.assert_array_equal(
         run(light.proto, x, light.base_dir)["z"], run(load_model(path).proto, x)["z"]
     )
+
+
+def test_two_checkpoints_of_one_graph_differ_as_held(tmp_path):
+    """Caches key on a model's serialization (a check's report, a probe's verdict): two files with one graph and
+    one layout but other weights must not share it."""
+    held = []
+    for k in range(2):
+        model = _model()
+        model.graph.initializer[0].raw_data = bytes([k]) * len(model.graph.initializer[0].raw_data)
+        (tmp_path / f"epoch{k}").mkdir()
+        onnx.save(model, str(tmp_path / f"epoch{k}" / "model.onnx"))
+        held.append(load_model(tmp_path / f"epoch{k}" / "model.onnx", weights_in_file=True).proto)
+    assert _locations(held[0]) == _locations(held[1])
+    assert held[0].SerializeToString() != held[1].SerializeToString()
