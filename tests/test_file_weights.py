@@ -185,3 +185,16 @@ def test_two_checkpoints_of_one_graph_differ_as_held(tmp_path):
         held.append(load_model(tmp_path / f"epoch{k}" / "model.onnx", weights_in_file=True).proto)
     assert _locations(held[0]) == _locations(held[1])
     assert held[0].SerializeToString() != held[1].SerializeToString()
+
+
+def test_upgrade_fix_writes_what_a_model_loaded_whole_gives(path, tmp_path):
+    from surgery.model import save_model
+    from surgery.rulebook import load_rules
+    from surgery.usecases.upgrade import target_id, upgrade
+
+    out = tmp_path / "upgraded.onnx"
+    argv = ["upgrade", str(path), "--from", "10.15", "--to", "8.2", "--fix", "-o", str(out)]
+    assert main(argv) == 0  # LayerNormalization, newly refused by 8.2, decomposed
+    ws = Workspace(load_model(path), kept_states=0)
+    upgrade(ws, target_id("10.15"), target_id("8.2"), load_rules(None), fix=True)
+    assert ws.recipe and out.read_bytes() == save_model(ws.current, tmp_path / "whole.onnx").read_bytes()

@@ -71,7 +71,7 @@ def run(args) -> int:
     except (RuleError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    model = load(args)
+    model = load(args, weights_in_file=True)  # --fix makes versions: the weights stay in the file
     try:
         check_outputs(model, [("-o", args.output)])
     except OutputError as exc:
@@ -87,7 +87,9 @@ def run(args) -> int:
         return EXIT_BAD_INPUT
     code = EXIT_REJECTED if _still_refused(outcome) else EXIT_OK
     if args.fix:
-        save_model(ws.current, args.output, ws.original.base_dir)
+        original = ws.original
+        original.check_unchanged()  # the weights written are read from its file
+        save_model(ws.current, args.output, original.base_dir, own_file=original.own_file)
     if args.json:
         print(json.dumps(outcome.to_dict(), indent=2))
         if args.fix:  # the JSON keeps its shape; what the fix did goes to stderr
