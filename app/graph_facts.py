@@ -64,7 +64,7 @@ def _read(path: Path) -> _ReadAhead:
     from surgery.view.draw import structure
 
     ahead = _ReadAhead(path)
-    ahead.model = load_model(path, content_hash=True)
+    ahead.model = load_model(path, content_hash=True, weights_in_file=True)  # as opening.open_path
     proto = ahead.model.proto
     # as the first page asks for them: a big model's declared types, a smaller one's inferred shapes
     # (GraphFacts.of keeps those for this proto itself)

@@ -79,7 +79,9 @@ def open_path(path: str, check_folder: bool = True, remember: bool = True) -> bo
             state().error = f"{path}: refused — only files under {root} can be opened"
             return False
     try:
-        model = (None if check_folder else _take_read_ahead(p)) or load_model(p, content_hash=True)
+        model = (None if check_folder else _take_read_ahead(p)) or load_model(
+            p, content_hash=True, weights_in_file=True
+        )
         _set_workspace(Workspace(model), p.name)
         if remember:
             remember_session(new=True)
@@ -87,6 +89,37 @@ def open_path(path: str, check_folder: bool = True, remember: bool = True) -> bo
     except ModelLoadError as exc:
         state().error = str(exc)
         return False
+
+
+def changed_on_disk() -> str | None:
+    """Why this session cannot go on, in one line, when the file it opened has changed on disk since: its large
+    weights are read from that file (load_model's weights_in_file), so its versions would now read others."""
+    ws = state().get("ws")
+    if ws is None or ws.original.own_file is None or ws.original.file_as_read() is not None:
+        return None
+    return (
+        f"{state().model_name} changed on disk after it was opened, and this session reads the model's weights "
+        "from the file: reopen it as it is now (this session's steps are applied to it again)"
+    )
+
+
+def reopen_changed() -> None:
+    """A button callback: open the changed file again and apply this session's steps to it, as far as they
+    still apply (the first that does not is said, with the steps before it kept)."""
+    from surgery.fixes import FixError
+
+    s = state()
+    steps, path, name = list(s.ws.recipe), s.ws.original.source, s.model_name
+    if not open_path(path, check_folder=False):
+        return
+    for k, step in enumerate(steps, 1):
+        try:
+            s.ws.apply(step)
+        except (FixError, ValueError, TypeError, KeyError) as exc:
+            line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            s.error = f"{name} reopened: step {k} ({step.fix}) no longer applies: {line}; the steps before it are kept"
+            break
+    remember_session()
 
 
 def open_lesson(name: str, remember: bool = True) -> None:

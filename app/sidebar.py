@@ -89,6 +89,12 @@ def render() -> None:
                         args=(lesson.name,),
                     )
         _recent_sessions()
+    if changed := opening.changed_on_disk():  # its weights are read from the file: no page goes on with them
+        st.error(md_escape(changed))
+        st.button(
+            "Reopen it as it is now", key="reopen_changed", on_click=opening.reopen_changed, type="primary"
+        )
+        st.stop()  # the sidebar stays: another model can be opened instead
 
 
 def _recent_sessions() -> None:

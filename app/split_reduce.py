@@ -28,6 +28,7 @@ def make_split(target: str, min_nodes: int, progress=None) -> None:
             base_dir=ws.original.base_dir,
             progress=progress,
             source=state().model_name,  # plan.json says which model it splits, as the CLI's does
+            original=ws.original,  # weights left in its file: the parts are written with them
         )
     except (SplitError, UnknownBackend) as exc:
         plan = str(exc)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import hashlib
+import io
 import os
 import shutil
 import stat
@@ -695,6 +696,20 @@ def save_model(
         full = blob if blob is not None else with_weights(proto, base_dir, own_file).SerializeToString()
         write_atomic(path, full)
     return path
+
+
+def model_bytes(proto: ModelProto, own_file: Path | None = None) -> bytes:
+    """The model as one message (a download), with the weights it keeps in `own_file` (Model.own_file) inline,
+    streamed from the file; weights in other external files stay references, as in `proto`."""
+    if own_file is None or not any(_location(t) == own_file.name for t in proto.graph.initializer):
+        return proto.SerializeToString()
+    if sum(1 for _, info in _external_entries(proto) if info.get("location") == own_file.name) > sum(
+        1 for t in proto.graph.initializer if _location(t) == own_file.name
+    ):  # one left in a subgraph or a function: read in whole
+        return with_weights(proto, own_file.parent, own_file).SerializeToString()
+    out = io.BytesIO()
+    file_weights.write_inline(proto, own_file, out)
+    return out.getvalue()
 
 
 def _refers_only_to(proto: ModelProto, name: str) -> bool:

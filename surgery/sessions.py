@@ -369,7 +369,7 @@ def _original(sid: str, folder: Path, where: dict[str, Any], allowed=None) -> Mo
                     f"session {sid}: its model {_shown(source)} is not a file this app may open (the start model, "
                     "or one under --models-dir); not opened"
                 )
-            model = load_model(source)
+            model = load_model(source, weights_in_file=True)  # as the app opens a path
         elif where.get("copy") == UPLOAD_FILE:
             source = str(folder / UPLOAD_FILE)
             gone = f"its uploaded model's copy is gone from {folder}"

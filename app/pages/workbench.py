@@ -30,6 +30,7 @@ from verdicts import (  # noqa: E402
     verdict_line,
 )
 
+from surgery.model import model_bytes  # noqa: E402
 from surgery.view.draw import COLORS, LEGEND  # noqa: E402
 from surgery.view.find import next_rejected, previous_rejected, search  # noqa: E402
 from surgery.view.groups import scope_label  # noqa: E402
@@ -524,10 +525,10 @@ with actions:
         fixing.redo()
         st.rerun()
     stem = s.model_name.rsplit(".", 1)[0]
-    current = ws.current
+    current, own_file = ws.current, ws.original.own_file
     c[0].download_button(
         "Download model",
-        lambda: current.SerializeToString(),
+        lambda: model_bytes(current, own_file),  # weights left in the opened file come back inline
         f"{stem}.fixed.onnx",
         key="download_model",
         icon=":material/download:",

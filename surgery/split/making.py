@@ -48,15 +48,17 @@ def make_plan(
     verify: bool = True,
     progress: Callable[[float, str], None] | None = None,
     keep_off: frozenset[str] = frozenset(),
+    original=None,
     _built_rounds: int = 0,
 ) -> Plan:
     """A deployment plan for `model` (a surgery.model.Model, or a ModelProto with `base_dir`) on `target` with
     `fallback` for the rest. Where the target's builder runs here (TensorRT-RTX builds ahead of time on the
     CPU), every target part is built at the shapes of the verification run: a part the builder refuses goes to
     the fallback (the node it names, else the whole part) and the plan is made again, with the builder's words in
-    its notes. `keep_off`: node keys that go to the fallback whatever the target says. Raises SplitError for what
-    cannot be split (message names the node or tensor), surgery.backends.UnknownBackend for a target id that does
-    not exist."""
+    its notes. `keep_off`: node keys that go to the fallback whatever the target says. `original`: the
+    surgery.model.Model a ModelProto's weights come from, where they stay in its file (the app's current
+    version). Raises SplitError for what cannot be split (message names the node or tensor),
+    surgery.backends.UnknownBackend for a target id that does not exist."""
     from surgery.backends import get_backend
     from surgery.diagnose import check_one
     from surgery.graph import GraphFacts, cycle_nodes
@@ -69,7 +71,8 @@ def make_plan(
         if progress:
             progress(fraction, message)
 
-    original = model if isinstance(model, Model) and model.own_file is not None else None
+    original = original or (model if isinstance(model, Model) else None)  # the Model the weights come from
+    original = original if original is not None and original.own_file is not None else None
     if isinstance(model, Model):
         base_dir, source, proto = model.base_dir, source or model.source, model.proto
     else:
@@ -350,6 +353,7 @@ def make_plan(
             verify=verify,
             progress=progress,
             keep_off=keep_off | refused.keys(),
+            original=original,
             _built_rounds=_built_rounds + 1,
         )
         words = sorted(set(refused.values()))
