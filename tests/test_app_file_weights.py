@@ -50,6 +50,17 @@ def test_a_fixed_session_refers_to_the_file_and_downloads_the_model_whole(opened
     assert data == save_model(whole.current, tmp_path / "whole.onnx").read_bytes()
 
 
+def test_every_page_renders_the_fixed_model(opened):
+    from test_app import PAGES
+
+    at, _ = opened
+    for page, title in PAGES.items():
+        at.switch_page(page)
+        at.run()
+        assert not at.exception, (page, at.exception)
+        assert at.title[0].value == title
+
+
 def test_a_file_changed_on_disk_stops_the_pages_until_reopened(opened, tmp_path):
     at, path = opened
     steps = list(at.session_state["ws"].recipe)
@@ -68,3 +79,38 @@ def test_a_file_changed_on_disk_stops_the_pages_until_reopened(opened, tmp_path)
     assert not at.exception and not any("changed on disk" in e.value for e in at.error)
     ws = at.session_state["ws"]
     assert ws.recipe == steps and ws.fingerprint() == _whole(path, steps).fingerprint()
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="Debian's chromium is not installed")
+def test_in_a_browser_a_changed_file_is_said_and_reopened(tmp_path):
+    from playwright.sync_api import sync_playwright
+    from test_browser import settle
+
+    sys.path.insert(0, str(Path(MAIN).parent.parent / "bench"))
+    from _browser import ARGS, CHROMIUM, start_server, stop_server
+
+    path = tmp_path / "model.onnx"
+    onnx.save(_model(), str(path))
+    server, url = start_server(path, {"ONNX_SURGERY_STATE_DIR": str(tmp_path / "sessions")})
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+            page = browser.new_page(viewport={"width": 1500, "height": 900})
+            page.set_default_timeout(90_000)
+            page.goto(url)
+            page.wait_for_selector('[data-testid="stApp"]', timeout=60_000)
+            settle(page)
+            changed = _model()
+            changed.graph.initializer[0].raw_data = bytes(len(changed.graph.initializer[0].raw_data))
+            onnx.save(changed, str(tmp_path / "new.onnx"))
+            (tmp_path / "new.onnx").replace(path)
+            page.get_by_role("link", name="Overview").click()  # any rerun of this session
+            page.get_by_text("changed on disk after it was opened").wait_for()
+            assert page.get_by_role("heading", name="Overview").count() == 0  # the page did not run
+            page.get_by_role("button", name="Reopen it as it is now").click()
+            page.get_by_role("heading", name="Overview").wait_for()
+            assert page.get_by_text("changed on disk").count() == 0
+            browser.close()
+    finally:
+        stop_server(server)
