@@ -12,6 +12,8 @@ the bytes streamed from the file, never held whole."""
 from __future__ import annotations
 
 import hashlib
+import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
@@ -29,12 +31,35 @@ _DATA_TYPE, _RAW_DATA, _EXTERNAL_DATA, _DATA_LOCATION = 2, 9, 13, 14  # TensorPr
 # resolves external data (shape inference keeps no float tensor past 64 elements: graph.INFER_KEEP_FLOATS)
 _FLOATS = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE, TensorProto.BFLOAT16}
 _CHUNK = 4 * 1024 * 1024  # bytes read from the file at a time
+_WROTE_DEFAULT = tag(_DATA_LOCATION, VARINT) + varint(TensorProto.DEFAULT)
 
 
 class Stripped(NamedTuple):
     data: bytes  # the model's bytes without the weights left in the file
     # (index among the main graph's initializers, offset in the file, length) of each weight left there
     places: list[tuple[int, int, int]]
+    defaults: frozenset[int]  # the offsets of those whose tensor wrote data_location (as DEFAULT)
+
+
+@dataclass(frozen=True)
+class OwnFile:
+    """The model's file, where its large weights were left (Model.own_file), and the offsets of the weights
+    whose tensor wrote its data_location as DEFAULT (onnx.save does after onnx.load read external data in): the
+    others wrote none. With these, the model as loaded whole is known byte for byte."""
+
+    path: Path
+    defaults: frozenset[int] = frozenset()
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def parent(self) -> Path:
+        return self.path.parent
+
+    def __fspath__(self) -> str:
+        return os.fspath(self.path)
 
 
 def strip(data: bytes | memoryview, from_bytes: int = FROM_BYTES) -> Stripped | None:
@@ -48,12 +73,15 @@ def strip(data: bytes | memoryview, from_bytes: int = FROM_BYTES) -> Stripped | 
     graph = graphs[0]
     pieces: list = []  # the graph's new payload
     places: list[tuple[int, int, int]] = []
+    defaults: set[int] = set()
     kept, index = graph.body, 0
     for f in fields(mv, graph.body, graph.end):
         if f.number != _GRAPH_INITIALIZER or f.wire != LENGTH:
             continue
-        raw = _raw_field(mv, f, from_bytes)
+        raw, default = _raw_field(mv, f, from_bytes)
         if raw is not None:
+            if default:
+                defaults.add(raw.body)
             pieces += [mv[kept : f.start], tag(_GRAPH_INITIALIZER, LENGTH)]
             pieces += [
                 varint((f.end - f.body) - (raw.end - raw.start)),
@@ -68,23 +96,28 @@ def strip(data: bytes | memoryview, from_bytes: int = FROM_BYTES) -> Stripped | 
     pieces.append(mv[kept : graph.end])
     size = sum(len(p) for p in pieces)
     head = [mv[: graph.start], tag(_MODEL_GRAPH, LENGTH), varint(size)]
-    return Stripped(b"".join([*head, *pieces, mv[graph.end :]]), places)
+    return Stripped(b"".join([*head, *pieces, mv[graph.end :]]), places, frozenset(defaults))
 
 
-def _raw_field(mv: memoryview, tensor: Field, from_bytes: int) -> Field | None:
+def _raw_field(mv: memoryview, tensor: Field, from_bytes: int) -> tuple[Field | None, bool]:
     """The tensor's one raw_data field when it is `from_bytes` long or longer, the tensor holds floats and is
-    plainly in the file (no external data, no data_location)."""
-    raw, dtype = None, None
+    plainly in the file (no external data; a data_location, if written, DEFAULT), and whether it wrote its
+    data_location; (None, False) for any other tensor."""
+    raw, dtype, default = None, None, False
     for f in fields(mv, tensor.body, tensor.end):
-        if f.number in (_EXTERNAL_DATA, _DATA_LOCATION) or (f.number == _RAW_DATA and raw is not None):
-            return None
-        if f.number == _RAW_DATA and f.wire == LENGTH:
+        if f.number == _EXTERNAL_DATA or (f.number == _RAW_DATA and raw is not None):
+            return None, False
+        if f.number == _DATA_LOCATION:
+            if f.wire != VARINT or default or read_varint(mv, f.body)[0] != TensorProto.DEFAULT:
+                return None, False
+            default = True
+        elif f.number == _RAW_DATA and f.wire == LENGTH:
             raw = f
         elif f.number == _DATA_TYPE and f.wire == VARINT:
             dtype = read_varint(mv, f.body)[0]
     if raw is None or dtype not in _FLOATS or raw.end - raw.body < from_bytes:
-        return None
-    return raw
+        return None, False
+    return raw, default
 
 
 def refer(proto: ModelProto, places: list[tuple[int, int, int]], file_name: str, checksum: str) -> bool:
@@ -117,11 +150,11 @@ def point_at(tensor: TensorProto, location: str, offset: int, length: int, check
     tensor.data_location = TensorProto.EXTERNAL
 
 
-def write_inline(proto: ModelProto, own_file: Path, out: BinaryIO) -> None:
+def write_inline(proto: ModelProto, own_file: OwnFile, out: BinaryIO) -> None:
     """Write the model to `out` as one message with the weights it keeps in `own_file` inline, copied from the
     file a chunk at a time: the bytes `with_weights` would give, without the weights in memory."""
     with open(own_file, "rb") as file:
-        for piece in _inline(memoryview(proto.SerializeToString(deterministic=True)), own_file.name):
+        for piece in _inline(memoryview(proto.SerializeToString(deterministic=True)), own_file):
             if isinstance(piece, tuple):
                 for chunk in _chunks(file, *piece):
                     out.write(chunk)
@@ -129,7 +162,7 @@ def write_inline(proto: ModelProto, own_file: Path, out: BinaryIO) -> None:
                 out.write(piece)
 
 
-def fingerprint(proto: ModelProto, own_file: Path | None = None) -> str:
+def fingerprint(proto: ModelProto, own_file: OwnFile | None = None) -> str:
     """A stable hash of the model's content: sha256 of its deterministic serialization. With `own_file`, the main
     graph's initializers that point into that file are hashed as if their bytes were inline, as the same model
     loaded whole serializes (the bytes read from the file a chunk at a time)."""
@@ -140,14 +173,14 @@ def fingerprint(proto: ModelProto, own_file: Path | None = None) -> str:
         return digest.hexdigest()[:16]
     mv = memoryview(data)
     with open(own_file, "rb") as file:
-        for piece in _inline(mv, own_file.name):
+        for piece in _inline(mv, own_file):
             for chunk in _chunks(file, *piece) if isinstance(piece, tuple) else (piece,):
                 digest.update(chunk)
     return digest.hexdigest()[:16]
 
 
-def _inline(mv: memoryview, name: str) -> list:
-    """The serialization `mv` with each main-graph initializer that points into the file `name` rewritten as
+def _inline(mv: memoryview, own: OwnFile) -> list:
+    """The serialization `mv` with each main-graph initializer that points into the file `own` rewritten as
     inline: pieces of bytes, and (offset, length) ranges of the file."""
     graphs = [f for f in fields(mv) if f.number == _MODEL_GRAPH and f.wire == LENGTH]
     if len(graphs) != 1:
@@ -156,10 +189,14 @@ def _inline(mv: memoryview, name: str) -> list:
     body: list = []
     kept = graph.body
     for f in fields(mv, graph.body, graph.end):
-        place = _place_in(mv, f, name) if f.number == _GRAPH_INITIALIZER and f.wire == LENGTH else None
+        place = _place_in(mv, f, own.name) if f.number == _GRAPH_INITIALIZER and f.wire == LENGTH else None
         if place is None:
             continue
-        offset, length, before, after = place
+        offset, length, before, tail = place
+        wrote = [_WROTE_DEFAULT] if offset in own.defaults else []  # its data_location, as the file has it
+        after = (
+            [p for n, p in tail if n < _DATA_LOCATION] + wrote + [p for n, p in tail if n > _DATA_LOCATION]
+        )
         raw_head = tag(_RAW_DATA, LENGTH) + varint(length)
         tensor_size = sum(len(p) for p in before) + len(raw_head) + length + sum(len(p) for p in after)
         body += [mv[kept : f.start], tag(_GRAPH_INITIALIZER, LENGTH) + varint(tensor_size), *before, raw_head]
@@ -173,8 +210,8 @@ def _inline(mv: memoryview, name: str) -> list:
 
 
 def _place_in(mv: memoryview, tensor: Field, name: str):
-    """(offset, length, fields before raw_data, fields after it) of a tensor whose data lies in the file `name`
-    and is referred to by location, offset, length and checksum alone; None for any other tensor."""
+    """(offset, length, fields before raw_data, (number, field) after it) of a tensor whose data lies in the file
+    `name` and is referred to by location, offset, length and checksum alone; None for any other tensor."""
     before, after, refs, external = [], [], {}, False
     for f in fields(mv, tensor.body, tensor.end):
         if f.number == _DATA_LOCATION and f.wire == VARINT:
@@ -187,8 +224,10 @@ def _place_in(mv: memoryview, tensor: Field, name: str):
             refs[entry.get(1, "")] = entry.get(2, "")
         elif f.number == _RAW_DATA:
             return None
+        elif f.number < _RAW_DATA:
+            before.append(mv[f.start : f.end])
         else:
-            (before if f.number < _RAW_DATA else after).append(mv[f.start : f.end])
+            after.append((f.number, mv[f.start : f.end]))
     if (
         not external
         or refs.get("location") != name

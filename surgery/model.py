@@ -74,9 +74,7 @@ class Model:
     external: list[ExternalFile] = field(default_factory=list)
     content_hash: str | None = None  # sha256 of the bytes parsed, when load_model was asked for it
     stamp: tuple | None = None  # the file's (device, inode, size, mtime ns) when it was read
-    own_file: Path | None = (
-        None  # the file's path when its large weights were left in it (surgery.file_weights)
-    )
+    own_file: file_weights.OwnFile | None = None  # the file, when its large weights were left in it
 
     def file_as_read(self) -> str | None:
         """The path of the file this model was read from while the file is still the one read (same inode, size
@@ -148,7 +146,7 @@ def gc_paused():
                 gc.enable()
 
 
-def fingerprint(proto: ModelProto, own_file: Path | None = None) -> str:
+def fingerprint(proto: ModelProto, own_file: file_weights.OwnFile | None = None) -> str:
     """A stable hash of the model's content (deterministic serialization). `own_file`: the model's file, when its
     large weights were left in it: hashed as if inline (the fingerprint the model has loaded whole)."""
     return file_weights.fingerprint(proto, own_file)
@@ -532,7 +530,8 @@ def load_model(
     if total > limit:
         raise _too_large(source, total, limit, "the model with its external data")
     digest = hashlib.sha256(data).hexdigest() if content_hash else None
-    return Model(proto, source, path.parent, size, external, digest, stamp, own if stripped else None)
+    mine = file_weights.OwnFile(own, stripped.defaults) if stripped else None
+    return Model(proto, source, path.parent, size, external, digest, stamp, mine)
 
 
 def _own_file(path: Path) -> Path | None:
@@ -628,7 +627,9 @@ def serialized_size(proto: ModelProto) -> int:
         return PROTOBUF_LIMIT + 1
 
 
-def with_weights(proto: ModelProto, base_dir: str | Path | None, own_file: Path | None = None) -> ModelProto:
+def with_weights(
+    proto: ModelProto, base_dir: str | Path | None, own_file: file_weights.OwnFile | None = None
+) -> ModelProto:
     """`proto` with the external weights it names read in from `base_dir` (a copy; `proto` itself when it names
     none, or no folder is given). `own_file`: the model's file, when weights were left in it (Model.own_file):
     those tensors come back as the file holds them, byte for byte."""
@@ -639,10 +640,16 @@ def with_weights(proto: ModelProto, base_dir: str | Path | None, own_file: Path 
     full = ModelProto()
     full.CopyFrom(proto)
     own = [t for t in full.graph.initializer if own_file is not None and _location(t) == own_file.name]
+    unwritten = [t for t in own if _offset(t) not in own_file.defaults] if own else []
     load_external_data_for_model(full, str(base_dir))
-    for tensor in own:  # onnx's loader sets data_location to DEFAULT; the file had none
+    for tensor in unwritten:  # onnx's loader writes data_location as DEFAULT; these had none in the file
         tensor.ClearField("data_location")
     return full
+
+
+def _offset(tensor: TensorProto) -> int:
+    value = next((e.value for e in tensor.external_data if e.key == "offset"), "0")
+    return int(value) if value.isdigit() else -1
 
 
 def _location(tensor: TensorProto) -> str | None:
@@ -657,7 +664,7 @@ def save_model(
     base_dir: str | Path | None = None,
     *,
     external: bool | None = None,
-    own_file: Path | None = None,
+    own_file: file_weights.OwnFile | None = None,
 ) -> Path:
     """Write `proto` to `path` (its folder made) with every weight, external ones read from `base_dir`: in the
     file, or in `<file name>.data` beside it when `external` is true or the model would pass protobuf's 2 GiB
@@ -698,7 +705,7 @@ def save_model(
     return path
 
 
-def model_bytes(proto: ModelProto, own_file: Path | None = None) -> bytes:
+def model_bytes(proto: ModelProto, own_file: file_weights.OwnFile | None = None) -> bytes:
     """The model as one message (a download), with the weights it keeps in `own_file` (Model.own_file) inline,
     streamed from the file; weights in other external files stay references, as in `proto`."""
     if own_file is None or not any(_location(t) == own_file.name for t in proto.graph.initializer):

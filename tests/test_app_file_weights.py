@@ -42,7 +42,7 @@ def _whole(path, steps):
 def test_a_fixed_session_refers_to_the_file_and_downloads_the_model_whole(opened, tmp_path):
     at, path = opened
     ws = at.session_state["ws"]
-    assert ws.original.own_file == path and ws.recipe
+    assert ws.original.own_file.path == path and ws.recipe
     whole = _whole(path, ws.recipe)
     assert ws.fingerprint() == whole.fingerprint()
     # what "Download model" gives: the bytes the same model loaded whole is written as

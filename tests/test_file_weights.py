@@ -14,7 +14,7 @@ from surgery import file_weights
 from surgery.cli import main
 from surgery.model import ModelLoadError, load_model, private_copy, with_weights
 from surgery.ort import run
-from surgery.workspace import Step, Workspace
+from surgery.workspace import Step, Workspace, apply_step
 
 
 def _model(opset: int = 17) -> onnx.ModelProto:
@@ -68,7 +68,7 @@ def test_large_float_weights_stay_in_the_file_and_the_model_is_the_same(path):
     assert _locations(light.proto) == {"conv.w": "model.onnx", "m.a": "model.onnx", "m.b": "model.onnx"}
     assert light.external == [] and not light.has_external_data  # its file only: nothing to write beside
     assert light.proto.ByteSize() < whole.proto.ByteSize() / 5
-    assert light.own_file == path and whole.own_file is None
+    assert light.own_file.path == path and whole.own_file is None
     assert light.fingerprint() == whole.fingerprint()
     assert with_weights(light.proto, light.base_dir, light.own_file) == whole.proto
     x = {"x": np.random.default_rng(1).standard_normal((1, 64, 8, 8)).astype(np.float32)}
@@ -166,7 +166,7 @@ def test_a_link_from_another_folder_is_read_whole_and_one_beside_its_file_is_not
     # onnxruntime refuses external data that resolves out of the model's folder: the far link's weights are parsed
     assert load_model(far, weights_in_file=True).own_file is None
     light = load_model(near, weights_in_file=True)
-    assert light.own_file == path and set(_locations(light.proto).values()) == {"model.onnx"}
+    assert light.own_file.path == path and set(_locations(light.proto).values()) == {"model.onnx"}
     x = {"x": np.ones((1, 64, 8, 8), np.float32)}
     np.testing.assert_array_equal(
         run(light.proto, x, light.base_dir)["z"], run(load_model(path).proto, x)["z"]
@@ -198,3 +198,23 @@ def test_upgrade_fix_writes_what_a_model_loaded_whole_gives(path, tmp_path):
     ws = Workspace(load_model(path), kept_states=0)
     upgrade(ws, target_id("10.15"), target_id("8.2"), load_rules(None), fix=True)
     assert ws.recipe and out.read_bytes() == save_model(ws.current, tmp_path / "whole.onnx").read_bytes()
+
+
+def test_a_model_saved_after_its_external_data_was_read_in_keeps_its_bytes(tmp_path):
+    """onnx.load reads external data in and writes each tensor's data_location as DEFAULT, which onnx.save keeps:
+    such a file's weights stay in it too, and the model is still the one loaded whole, byte for byte."""
+    from surgery.model import model_bytes, save_model
+
+    onnx.save(_model(), str(tmp_path / "ext.onnx"), save_as_external_data=True, location="w.bin")
+    path = tmp_path / "model.onnx"
+    onnx.save(onnx.load(str(tmp_path / "ext.onnx")), str(path))
+    whole, light = load_model(path), load_model(path, weights_in_file=True)
+    assert whole.proto.graph.initializer[0].HasField("data_location")  # written, as DEFAULT
+    assert set(_locations(light.proto)) == {"conv.w", "m.a", "m.b"}
+    assert light.fingerprint() == whole.fingerprint()
+    ws = Workspace(light, kept_states=0)
+    ws.apply(Step("int64_to_int32"))
+    expected = save_model(apply_step(whole.proto, ws.recipe[0]), tmp_path / "whole.onnx").read_bytes()
+    assert ws.export(tmp_path / "light.onnx").read_bytes() == expected
+    assert model_bytes(ws.current, light.own_file) == expected
+    assert ws.fingerprint() == load_model(tmp_path / "whole.onnx").fingerprint()
