@@ -10,6 +10,7 @@ import contextlib
 import gc
 import hashlib
 import io
+import mmap
 import os
 import shutil
 import stat
@@ -512,26 +513,61 @@ def load_model(
 
     path = Path(src)
     source = str(path)
+    own = _own_file(path) if weights_in_file else None
     fd = _open_regular(path, source, "an ONNX model file")
     with os.fdopen(fd, "rb") as f:
         stamp = _stamp(os.fstat(f.fileno()))
-        data = _read_model_file(f, source, limit)
-    own = _own_file(path) if weights_in_file else None
-    stripped = _stripped(data) if own is not None else None
-    with gc_paused():
-        proto = parse_model_bytes(stripped.data if stripped else data, source)
-        # the external files it names; its own file is not one of them
-        external = check_external_data(proto, path.parent, source)
-        checksum = hashlib.sha1(data).hexdigest() if stripped else ""  # the checksum ONNX names: SHA-1
-        if stripped and not file_weights.refer(proto, stripped.places, own.name, checksum):
-            stripped, proto = None, parse_model_bytes(data, source)  # not the tensors walked: parse it whole
-    size = len(data)
+        # weights left in the file: its bytes are mapped, and only what is parsed is read into memory
+        data = _read_model_file(f, source, limit, mapped=own is not None)
+        try:
+            stripped = _stripped(data) if own is not None else None
+            if isinstance(data, mmap.mmap):
+                data = data[:] if stripped is None else data  # nothing left in the file: read it whole
+            size = len(data)
+            wanted = [*(["sha256"] if content_hash else []), *(["sha1"] if stripped else [])]
+            digests = (
+                _digests(f.fileno(), size, wanted) if isinstance(data, mmap.mmap) else _hashed(data, wanted)
+            )
+            with gc_paused():
+                proto = parse_model_bytes(stripped.data if stripped else data, source)
+                # the external files it names; its own file is not one of them
+                external = check_external_data(proto, path.parent, source)
+                # ONNX's external-data checksum is the file's SHA-1
+                if stripped and not file_weights.refer(proto, stripped.places, own.name, digests["sha1"]):
+                    stripped, proto = (
+                        None,
+                        parse_model_bytes(data[:], source),
+                    )  # not the tensors walked: whole
+        finally:
+            if isinstance(data, mmap.mmap):
+                data.close()
     total = size + sum(f.bytes_used for f in external)
     if total > limit:
         raise _too_large(source, total, limit, "the model with its external data")
-    digest = hashlib.sha256(data).hexdigest() if content_hash else None
     mine = file_weights.OwnFile(own, stripped.defaults) if stripped else None
-    return Model(proto, source, path.parent, size, external, digest, stamp, mine)
+    return Model(proto, source, path.parent, size, external, digests.get("sha256"), stamp, mine)
+
+
+_HASH_CHUNK = 8 * 1024 * 1024  # bytes of a mapped file hashed at a time
+
+
+def _hashed(data: bytes, names: list[str]) -> dict[str, str]:
+    return {name: hashlib.new(name, data).hexdigest() for name in names}
+
+
+def _digests(fd: int, size: int, names: list[str]) -> dict[str, str]:
+    """Hashes of a file's first `size` bytes, read a chunk at a time: through the page cache, never mapped into
+    this process (a mapped page read counts in its resident memory)."""
+    hashers = [hashlib.new(name) for name in names]
+    offset = 0
+    while hashers and offset < size:
+        chunk = os.pread(fd, min(_HASH_CHUNK, size - offset), offset)
+        if not chunk:
+            break
+        for h in hashers:
+            h.update(chunk)
+        offset += len(chunk)
+    return {name: h.hexdigest() for name, h in zip(names, hashers)}
 
 
 def _own_file(path: Path) -> Path | None:
@@ -590,7 +626,9 @@ def _open_regular(path: Path, source: str, what: str) -> int:
     return fd
 
 
-def _read_model_file(f, source: str, limit: int) -> bytes:
+def _read_model_file(f, source: str, limit: int, mapped: bool = False) -> bytes | mmap.mmap:
+    """The file's bytes (`mapped`: mapped read-only, not read; an empty file: b""), refused past `limit` or
+    protobuf's 2 GiB."""
     size = os.fstat(f.fileno()).st_size
     if size > limit:
         raise _too_large(source, size, limit, "the model file")
@@ -600,6 +638,8 @@ def _read_model_file(f, source: str, limit: int) -> bytes:
             f"{source}: the file is {size / 1024**3:.2f} GiB, over protobuf's 2 GiB limit; save the model with "
             "external data (onnx.save(..., save_as_external_data=True))",
         )
+    if mapped and size:
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     return f.read()
 
 
