@@ -218,3 +218,24 @@ def test_a_model_saved_after_its_external_data_was_read_in_keeps_its_bytes(tmp_p
     assert ws.export(tmp_path / "light.onnx").read_bytes() == expected
     assert model_bytes(ws.current, light.own_file) == expected
     assert ws.fingerprint() == load_model(tmp_path / "whole.onnx").fingerprint()
+
+
+def test_fix_refuses_in_one_line_when_the_file_changes_while_it_runs(path, tmp_path, monkeypatch, capsys):
+    import importlib
+
+    use_case = importlib.import_module(
+        "surgery.usecases.fix"
+    )  # the module (the package names a function fix)
+    real = use_case.fix
+
+    def then_rewritten(*args, **kwargs):  # as an exporter writing the model again while the fix runs
+        outcome = real(*args, **kwargs)
+        onnx.save(_model(), str(tmp_path / "new.onnx"))
+        (tmp_path / "new.onnx").replace(path)
+        return outcome
+
+    monkeypatch.setattr(use_case, "fix", then_rewritten)
+    out = tmp_path / "fixed.onnx"
+    assert main(["fix", str(path), "-t", "tensorrt-static@8.2", "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "changed on disk" in err[0] and not out.exists()
