@@ -737,7 +737,12 @@ def save_model(
         out.CopyFrom(proto)  # the graph and the tensors held in memory; external weights are references
         stream_weights(out, Path(base_dir) if kept else None, data)
         write_atomic(path, out.SerializeToString())
-    elif blob is None and own_file is not None and _refers_only_to(proto, own_file.name):
+    elif (
+        blob is None
+        and own_file is not None
+        and _inlined_by_streaming(proto, own_file.name)
+        and not has_external_data(proto, besides=own_file)
+    ):
         write_atomic(path, lambda out: file_weights.write_inline(proto, own_file, out))  # weights streamed
     else:
         full = blob if blob is not None else with_weights(proto, base_dir, own_file).SerializeToString()
@@ -750,20 +755,18 @@ def model_bytes(proto: ModelProto, own_file: file_weights.OwnFile | None = None)
     streamed from the file; weights in other external files stay references, as in `proto`."""
     if own_file is None or not any(_location(t) == own_file.name for t in proto.graph.initializer):
         return proto.SerializeToString()
-    if sum(1 for _, info in _external_entries(proto) if info.get("location") == own_file.name) > sum(
-        1 for t in proto.graph.initializer if _location(t) == own_file.name
-    ):  # one left in a subgraph or a function: read in whole
+    if not _inlined_by_streaming(proto, own_file.name):
         return with_weights(proto, own_file.parent, own_file).SerializeToString()
     out = io.BytesIO()
     file_weights.write_inline(proto, own_file, out)
     return out.getvalue()
 
 
-def _refers_only_to(proto: ModelProto, name: str) -> bool:
-    """Whether every external tensor of `proto` is a main-graph initializer in the file `name` (the ones
-    file_weights.write_inline writes inline)."""
+def _inlined_by_streaming(proto: ModelProto, name: str) -> bool:
+    """Whether every tensor of `proto` in the file `name` is a main-graph initializer: the ones
+    file_weights.write_inline writes inline (a step could have moved one into a subgraph or a function)."""
     main = sum(1 for t in proto.graph.initializer if _location(t) == name)
-    return main == sum(1 for _ in _external_entries(proto))
+    return main == sum(1 for _, info in _external_entries(proto) if info.get("location") == name)
 
 
 def external_size(proto: ModelProto) -> int:

@@ -239,3 +239,26 @@ def test_fix_refuses_in_one_line_when_the_file_changes_while_it_runs(path, tmp_p
     assert main(["fix", str(path), "-t", "tensorrt-static@8.2", "-o", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "changed on disk" in err[0] and not out.exists()
+
+
+def test_a_weight_a_step_moved_into_a_subgraph_is_written_inline_too(path, tmp_path):
+    from surgery.model import has_external_data, model_bytes, save_model
+
+    light = load_model(path, weights_in_file=True)
+    moved = onnx.ModelProto()
+    moved.CopyFrom(light.proto)
+    branch = helper.make_graph(
+        [], "b", [], [helper.make_tensor_value_info("conv.w", TensorProto.FLOAT, None)]
+    )
+    branch.initializer.append(moved.graph.initializer[0])  # still a reference into the model's file
+    moved.graph.node.append(
+        helper.make_node("If", ["cond"], ["o"], then_branch=branch, else_branch=branch, name="if")
+    )
+    for data in (
+        model_bytes(moved, light.own_file),
+        save_model(moved, tmp_path / "out.onnx", light.base_dir, own_file=light.own_file).read_bytes(),
+    ):
+        written = onnx.ModelProto.FromString(data)
+        assert not has_external_data(written)
+        body = written.graph.node[-1].attribute[0].g.initializer[0]
+        assert body.raw_data == _model().graph.initializer[0].raw_data
