@@ -262,3 +262,16 @@ def test_a_weight_a_step_moved_into_a_subgraph_is_written_inline_too(path, tmp_p
         assert not has_external_data(written)
         body = written.graph.node[-1].attribute[0].g.initializer[0]
         assert body.raw_data == _model().graph.initializer[0].raw_data
+
+
+def test_a_session_saved_with_the_model_whole_resumes_with_its_weights_in_the_file(path, tmp_path):
+    """Sessions saved before the app left weights in the file (or by a caller that loads it whole) resume."""
+    from surgery import sessions
+
+    ws = Workspace(load_model(path))
+    ws.apply(Step("fold_constants"))
+    sid, root = sessions.new_id(), tmp_path / "sessions"
+    sessions.save(ws, sid, name="model.onnx", root=root)
+    back = sessions.load(sid, root)
+    assert back.warning is None and back.workspace.original.own_file is not None
+    assert back.workspace.fingerprint() == ws.fingerprint() and back.workspace.recipe == ws.recipe
