@@ -120,6 +120,28 @@ def _raw_field(mv: memoryview, tensor: Field, from_bytes: int) -> tuple[Field | 
     return raw, default
 
 
+# the files this process left weights in, by (resolved path, checksum): which of their tensors wrote a
+# data_location, for a reader that reads such a weight back in (model.with_weights) and must give it the form
+# the file has, whoever calls it (a fix primitive knows the model's folder, not its Model)
+_LEFT: dict[tuple[str, str], frozenset[int]] = {}
+
+
+def remember(own: OwnFile, checksum: str) -> None:
+    _LEFT[(str(own.path.resolve()), checksum)] = own.defaults
+
+
+def wrote_location(base_dir: str | Path, info: dict[str, str]) -> bool | None:
+    """For an external-data reference (its entries, `info`) that this process made into a file it left weights
+    in: whether the tensor wrote its data_location there. None for any other reference."""
+    if "checksum" not in info or not info.get("location"):
+        return None
+    defaults = _LEFT.get((str((Path(base_dir) / info["location"]).resolve()), info["checksum"]))
+    if defaults is None:
+        return None
+    offset = info.get("offset", "0")
+    return offset.isdigit() and int(offset) in defaults
+
+
 def refer(proto: ModelProto, places: list[tuple[int, int, int]], file_name: str, checksum: str) -> bool:
     """Point each stripped initializer at its bytes in the file `file_name` (in the model's folder), with the
     file's SHA-1 `checksum` (ONNX's external-data key): two files with one graph and one layout, two checkpoints

@@ -70,12 +70,10 @@ def mixed_precision_model(model: ModelProto, precision: str, keep=(), base_dir=N
     if precision not in TARGETS:
         raise ValueError(f"precision must be one of {sorted(TARGETS)}, got {precision!r}")
     to = TARGETS[precision]
-    out = ModelProto()
-    out.CopyFrom(model)
-    if base_dir is not None:
-        from onnx.external_data_helper import load_external_data_for_model
+    from surgery.model import with_weights
 
-        load_external_data_for_model(out, str(base_dir))
+    out = ModelProto()
+    out.CopyFrom(with_weights(model, base_dir))  # weights read in as their files hold them
     g = out.graph
     keys = node_keys(g.node)
     index = {k: i for i, k in enumerate(keys)}

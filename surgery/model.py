@@ -534,10 +534,10 @@ def load_model(
                 external = check_external_data(proto, path.parent, source)
                 # ONNX's external-data checksum is the file's SHA-1
                 if stripped and not file_weights.refer(proto, stripped.places, own.name, digests["sha1"]):
-                    stripped, proto = (
-                        None,
-                        parse_model_bytes(data[:], source),
-                    )  # not the tensors walked: whole
+                    # not the tensors walked: parsed whole
+                    stripped, proto = None, parse_model_bytes(data[:], source)
+                elif stripped:
+                    file_weights.remember(file_weights.OwnFile(own, stripped.defaults), digests["sha1"])
         finally:
             if isinstance(data, mmap.mmap):
                 data.close()
@@ -667,29 +667,26 @@ def serialized_size(proto: ModelProto) -> int:
         return PROTOBUF_LIMIT + 1
 
 
-def with_weights(
-    proto: ModelProto, base_dir: str | Path | None, own_file: file_weights.OwnFile | None = None
-) -> ModelProto:
+def with_weights(proto: ModelProto, base_dir: str | Path | None) -> ModelProto:
     """`proto` with the external weights it names read in from `base_dir` (a copy; `proto` itself when it names
-    none, or no folder is given). `own_file`: the model's file, when weights were left in it (Model.own_file):
-    those tensors come back as the file holds them, byte for byte."""
+    none, or no folder is given). A weight left in its model's own file (surgery.file_weights) comes back as the
+    file holds it, byte for byte: the model loaded whole."""
     if base_dir is None or not has_external_data(proto):
         return proto
     from onnx.external_data_helper import load_external_data_for_model
 
     full = ModelProto()
     full.CopyFrom(proto)
-    own = [t for t in full.graph.initializer if own_file is not None and _location(t) == own_file.name]
-    unwritten = [t for t in own if _offset(t) not in own_file.defaults] if own else []
+    unwritten = [
+        t
+        for t in full.graph.initializer
+        if t.data_location == TensorProto.EXTERNAL
+        and file_weights.wrote_location(base_dir, {e.key: e.value for e in t.external_data}) is False
+    ]
     load_external_data_for_model(full, str(base_dir))
     for tensor in unwritten:  # onnx's loader writes data_location as DEFAULT; these had none in the file
         tensor.ClearField("data_location")
     return full
-
-
-def _offset(tensor: TensorProto) -> int:
-    value = next((e.value for e in tensor.external_data if e.key == "offset"), "0")
-    return int(value) if value.isdigit() else -1
 
 
 def _location(tensor: TensorProto) -> str | None:
@@ -745,7 +742,7 @@ def save_model(
     ):
         write_atomic(path, lambda out: file_weights.write_inline(proto, own_file, out))  # weights streamed
     else:
-        full = blob if blob is not None else with_weights(proto, base_dir, own_file).SerializeToString()
+        full = blob if blob is not None else with_weights(proto, base_dir).SerializeToString()
         write_atomic(path, full)
     return path
 
@@ -756,7 +753,7 @@ def model_bytes(proto: ModelProto, own_file: file_weights.OwnFile | None = None)
     if own_file is None or not any(_location(t) == own_file.name for t in proto.graph.initializer):
         return proto.SerializeToString()
     if not _inlined_by_streaming(proto, own_file.name):
-        return with_weights(proto, own_file.parent, own_file).SerializeToString()
+        return with_weights(proto, own_file.parent).SerializeToString()
     out = io.BytesIO()
     file_weights.write_inline(proto, own_file, out)
     return out.getvalue()

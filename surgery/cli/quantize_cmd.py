@@ -92,7 +92,7 @@ def run(args) -> int:
         print(f"error: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
-    model = load(args)
+    model = load(args, weights_in_file=True)  # the steps refer to the weights in the file
     try:
         written = check_outputs(model, [("-o", args.output), ("--recipe", args.recipe)])
     except OutputError as exc:
