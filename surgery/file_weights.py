@@ -7,7 +7,9 @@ shares one copy: the file on disk. What reads weights already resolves external 
 
 A fingerprint is a promise across processes (a recipe names the model it was made for and the model it made), so
 such a model's fingerprint is the one it has with its weights inline: `fingerprint` hashes that serialization with
-the bytes streamed from the file, never held whole."""
+the bytes streamed from the file, never held whole; `write_inline` writes it the same way, and a weight read back
+in (model.with_weights) takes the form the file gives it (`wrote_location`). Users: fix, replay, split, upgrade,
+quantize, survey's cells and the app's path opens."""
 
 from __future__ import annotations
 
