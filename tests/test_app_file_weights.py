@@ -114,3 +114,21 @@ def test_in_a_browser_a_changed_file_is_said_and_reopened(tmp_path):
             browser.close()
     finally:
         stop_server(server)
+
+
+def test_the_download_says_where_external_weights_stay(tmp_path, monkeypatch, opened):
+    def download_help(at):
+        (button,) = [
+            e for e in at.main if getattr(e, "type", "") == "download_button" and "model" in e.proto.label
+        ]
+        return button.proto.help
+
+    at, _ = opened
+    assert download_help(at) == ""  # weights left in the opened file come back inline: nothing to keep beside
+    path = tmp_path / "ext" / "m.onnx"
+    path.parent.mkdir()
+    onnx.save(_model(), str(path), save_as_external_data=True, location="m.weights", size_threshold=0)
+    monkeypatch.setenv("ONNX_SURGERY_START_MODEL", str(path))
+    at = AppTest.from_file(MAIN, default_timeout=90)
+    at.run()
+    assert "`m.weights` are not in this file" in download_help(at)

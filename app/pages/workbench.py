@@ -526,6 +526,7 @@ with actions:
         st.rerun()
     stem = s.model_name.rsplit(".", 1)[0]
     current, own_file = ws.current, ws.original.own_file
+    beside = ", ".join(f"`{f.location}`" for f in ws.original.external)
     c[0].download_button(
         "Download model",
         lambda: model_bytes(current, own_file),  # weights left in the opened file come back inline
@@ -535,6 +536,10 @@ with actions:
         width="stretch",
         mime="application/octet-stream",
         on_click="ignore",
+        # a model's external weights are not downloaded: the file names them, as the original does
+        help=f"The weights in {beside} are not in this file: it reads them from there, so put it beside them"
+        if beside
+        else None,
     )
     c[1].download_button(
         "Download recipe",
