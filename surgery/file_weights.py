@@ -80,6 +80,9 @@ def strip(data: bytes | memoryview, from_bytes: int = FROM_BYTES) -> Stripped | 
     for f in fields(mv, graph.body, graph.end):
         if f.number != _GRAPH_INITIALIZER or f.wire != LENGTH:
             continue
+        if f.end - f.body < from_bytes:  # too small to hold a weight this large: not walked
+            index += 1
+            continue
         raw, default = _raw_field(mv, f, from_bytes)
         if raw is not None:
             if default:
