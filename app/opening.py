@@ -106,19 +106,16 @@ def changed_on_disk() -> str | None:
 def reopen_changed() -> None:
     """A button callback: open the changed file again and apply this session's steps to it, as far as they
     still apply (the first that does not is said, with the steps before it kept)."""
-    from surgery.fixes import FixError
+    from surgery.usecases.replay import apply_steps
 
     s = state()
     steps, path, name = list(s.ws.recipe), s.ws.original.source, s.model_name
     if not open_path(path, check_folder=False):
         return
-    for k, step in enumerate(steps, 1):
-        try:
-            s.ws.apply(step)
-        except (FixError, ValueError, TypeError, KeyError) as exc:
-            line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            s.error = f"{name} reopened: step {k} ({step.fix}) no longer applies: {line}; the steps before it are kept"
-            break
+    failed = apply_steps(s.ws, steps)
+    if failed is not None:
+        k, line = failed
+        s.error = f"{name} reopened: step {k} ({steps[k - 1].fix}) no longer applies: {line}; the steps before it are kept"
     remember_session()
 
 

@@ -537,15 +537,17 @@ def load_model(
                     # not the tensors walked: parsed whole
                     stripped, proto = None, parse_model_bytes(data[:], source)
                 elif stripped:
-                    file_weights.remember(file_weights.OwnFile(own, stripped.defaults), digests["sha1"])
+                    mine = file_weights.OwnFile(own, stripped.defaults)
+                    file_weights.remember(mine, digests["sha1"])
         finally:
             if isinstance(data, mmap.mmap):
                 data.close()
     total = size + sum(f.bytes_used for f in external)
     if total > limit:
         raise _too_large(source, total, limit, "the model with its external data")
-    mine = file_weights.OwnFile(own, stripped.defaults) if stripped else None
-    return Model(proto, source, path.parent, size, external, digests.get("sha256"), stamp, mine)
+    return Model(
+        proto, source, path.parent, size, external, digests.get("sha256"), stamp, mine if stripped else None
+    )
 
 
 _HASH_CHUNK = 8 * 1024 * 1024  # bytes of a mapped file hashed at a time
@@ -646,7 +648,7 @@ def _read_model_file(f, source: str, limit: int, mapped: bool = False) -> bytes 
 # --- handing a model to a backend that reads files --------------------------------------------------------------
 
 
-def has_external_data(proto: ModelProto, *, besides: Path | None = None) -> bool:
+def has_external_data(proto: ModelProto, *, besides: file_weights.OwnFile | None = None) -> bool:
     """Whether any tensor of the model (subgraphs included) keeps its data in an external file; `besides`: a file
     not counted (the model's own, Model.own_file)."""
     other = None if besides is None else besides.name
@@ -705,8 +707,9 @@ def save_model(
 ) -> Path:
     """Write `proto` to `path` (its folder made) with every weight, external ones read from `base_dir`: in the
     file, or in `<file name>.data` beside it when `external` is true or the model would pass protobuf's 2 GiB
-    (`external=None`). A `.data` file left by an earlier write is replaced, not appended to. `own_file`: as for
-    with_weights. Returns `path`.
+    (`external=None`). A `.data` file left by an earlier write is replaced, not appended to. `own_file`: the
+    model's own file, where its weights were left (Model.own_file): written in the file, they are streamed from
+    it (file_weights.write_inline). Returns `path`.
 
     Written beside, the weights still in `base_dir`'s files are never read into memory: their bytes are copied
     from file to file by the kernel (`stream_weights`); only tensors the model holds itself pass through here."""

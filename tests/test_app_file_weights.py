@@ -132,3 +132,27 @@ def test_the_download_says_where_external_weights_stay(tmp_path, monkeypatch, op
     at = AppTest.from_file(MAIN, default_timeout=90)
     at.run()
     assert "`m.weights` are not in this file" in download_help(at)
+
+
+def test_a_reopened_file_keeps_the_steps_that_still_apply_and_says_which_does_not(opened, tmp_path):
+    at, path = opened
+    steps = list(at.session_state["ws"].recipe)
+    changed = _model()
+    ln = next(n for n in changed.graph.node if n.op_type == "LayerNormalization")
+    ln.op_type, ln.name = "Identity", "was_ln"
+    del ln.input[1:]
+    del ln.attribute[:]
+    onnx.save(changed, str(tmp_path / "new.onnx"))
+    (tmp_path / "new.onnx").replace(path)
+    at.run()
+    at.button(key="reopen_changed").click()
+    at.run()
+    assert not at.exception
+    first = next(
+        k for k, s in enumerate(steps, 1) if "ln" in str(s.params)
+    )  # the step on the LayerNormalization
+    from markdown_shown import shown
+
+    said = [shown(e.value) for e in at.error if "reopened" in e.value]
+    assert len(said) == 1 and f"step {first} ({steps[first - 1].fix}) no longer applies" in said[0], said
+    assert at.session_state["ws"].recipe == steps[: first - 1]

@@ -39,12 +39,24 @@ class ReplayOutcome:
         }
 
 
+def apply_steps(ws: Workspace, steps) -> tuple[int, str] | None:
+    """Apply `steps` in order; at the first that does not apply to this model, its number (from 1) and why in one
+    line, the steps before it kept."""
+    from surgery.fixes import FixError
+
+    for k, step in enumerate(steps, 1):
+        try:
+            ws.apply(step)
+        except (FixError, ValueError, TypeError, KeyError) as exc:
+            return k, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return None
+
+
 def replay(
     model: Model, recipe: str | os.PathLike, *, force: bool = False
 ) -> tuple[Workspace, ReplayOutcome]:
     """The workspace with the recipe's steps applied, and what came of it. Raises RecipeError for a recipe that
     cannot be read, one made for another model (unless `force`), or a step that fails on this model."""
-    from surgery.fixes import FixError
 
     steps, data = read_recipe(recipe)
     original = data.get("original") if isinstance(data.get("original"), dict) else {}
@@ -56,13 +68,9 @@ def replay(
             f"{recipe}: made for a model with fingerprint {made_for}; this one is {mine}. Note: --force replays "
             "it anyway"
         )
-    for k, step in enumerate(steps, 1):
-        try:
-            ws.apply(step)
-        except (FixError, ValueError, TypeError, KeyError) as exc:
-            line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise RecipeError(
-                f"{recipe}: step {k} ({step.fix}) does not apply to this model: {line}"
-            ) from None
+    failed = apply_steps(ws, steps)
+    if failed is not None:
+        k, line = failed
+        raise RecipeError(f"{recipe}: step {k} ({steps[k - 1].fix}) does not apply to this model: {line}")
     expected = data.get("result_fingerprint") if isinstance(data.get("result_fingerprint"), str) else None
     return ws, ReplayOutcome(len(steps), ws.fingerprint(), expected, made_for, mine)
