@@ -14,7 +14,7 @@ import onnx
 from google.protobuf.message import EncodeError
 from onnx import ModelProto, TensorProto, helper
 
-from surgery.model import has_external_data, save_model
+from surgery.model import copy_message, has_external_data, save_model
 
 # Minimal IR version that introduced each element type (onnx/onnx docs/IR.md, "IR version history").
 _DTYPE_MIN_IR = {
@@ -82,8 +82,7 @@ def runnable_copy(model: ModelProto) -> ModelProto:
     ir, _ = runnable_ir(model)
     if ir == model.ir_version:
         return model
-    copy = ModelProto()
-    copy.CopyFrom(model)
+    copy = copy_message(model)
     copy.ir_version = ir
     return copy
 

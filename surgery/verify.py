@@ -30,6 +30,7 @@ import numpy as np
 from onnx import ModelProto
 
 from surgery.feeds import MASK_BATCH, describe
+from surgery.model import copy_message
 from surgery.text import first_line
 from surgery.verdict import Safety
 
@@ -161,8 +162,7 @@ def _with_outputs(model: ModelProto, names: list[str]) -> ModelProto:
     extra = [n for n in names if n in have and n not in {o.name for o in model.graph.output}]
     if not extra:
         return model
-    out = ModelProto()
-    out.CopyFrom(model)
+    out = copy_message(model)
     out.graph.output.extend(helper.make_empty_tensor_value_info(n) for n in extra)
     return out
 

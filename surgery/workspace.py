@@ -19,7 +19,7 @@ from onnx import ModelProto
 
 from surgery.fixes import get_fix
 from surgery.graph import forget_version
-from surgery.model import Model, fingerprint, load_model, save_model
+from surgery.model import Model, copy_message, fingerprint, load_model, save_model
 
 RECIPE_FORMAT = "onnx-surgery-recipe/1"
 
@@ -90,8 +90,7 @@ def apply_step(proto: ModelProto, step: Step, base_dir: Path | None = None) -> M
             params.setdefault("base_dir", str(base_dir))
         out = fix(out, **params)
     if out is proto:
-        out = ModelProto()
-        out.CopyFrom(proto)
+        out = copy_message(proto)
     return out
 
 

@@ -11,12 +11,11 @@ from onnx import ModelProto, TensorProto, numpy_helper
 
 from surgery.fixes import FixError
 from surgery.graph import node_keys
+from surgery.model import copy_message
 
 
 def copy_model(model: ModelProto) -> ModelProto:
-    out = ModelProto()
-    out.CopyFrom(model)
-    return out
+    return copy_message(model)
 
 
 # numpy dtypes whose TensorProto is the array's bytes as they are in memory (numpy_helper.from_array writes these

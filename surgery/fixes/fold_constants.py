@@ -30,6 +30,7 @@ from surgery.graph import (
     light_copy,
     reads_memo,
 )
+from surgery.model import copy_into, copy_message
 from surgery.text import first_line
 
 # Ops whose outputs are never folded, constant or not: a QuantizeLinear/DequantizeLinear pair is how a QDQ model
@@ -373,8 +374,7 @@ def fold_constants(
 ):
     if body_errors not in ("skip", "raise"):
         raise FixError(f"body_errors must be 'skip' or 'raise', got {body_errors!r}")
-    out = ModelProto()
-    out.CopyFrom(model)
+    out = copy_message(model)
     limit = _check_limit(max_bytes)
     options = (size_threshold, inline_if, base_dir, limit)
     if tensors is not None:
@@ -1012,7 +1012,7 @@ def _fold_once(
         if t not in existing:
             if t in held:
                 tensor = graph.initializer.add()
-                tensor.CopyFrom(held[t])
+                copy_into(tensor, held[t])
                 tensor.name = t
             else:
                 add_initializer(graph, values[t], t)
