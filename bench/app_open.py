@@ -22,7 +22,11 @@ and those `--models` names: by default the 1B Llama-shaped export in ~/.cache/on
 built) is opened in Netron too (pip `netron` run from `--netron-path` by its own Python server, in the same
 Chromium, until its first node is drawn, on the page's clock), interleaved with the app's opens (the order
 alternates from one repeat to the next), with a 40-node model opened in the app in each round for the memory
-floor. Printed beside the figures: the app's open time against 1.5x Netron's (medians), and the server's memory
+floor. With `--returning`, as a person who has opened each tool before: the browser keeps each tool's cache
+(Streamlit serves its hashed bundles as immutable; a browser keeps them per address, and `onnx-surgery app` takes
+one port), so each tool's pages open in one browser context and its servers take one port, after one open of
+each not counted. Without it, every open is a first visit (a new context: nothing cached). Printed beside the
+figures: the app's open time against 1.5x Netron's (medians), and the server's memory
 growth (its peak when drawn, less the 40-node server's) against 2x the graph file (the .onnx without its external
 data); and how much of the weight files was read by the time the graph was drawn (page cache dropped first,
 resident pages counted after: bench/llm_scale.py).
@@ -31,7 +35,7 @@ The machine's load average is printed with the figures: on a shared 2-core machi
 Each model is opened `--repeat` times (a new server each time); the table gives the median and the range.
 
     python bench/app_open.py [--sizes 10000 100000] [--external-gib 2] [--embedded-gib 0.5] [--repeat 3] [--late 0]
-        [--models PATH ...] [--netron-path DIR]
+        [--models PATH ...] [--netron-path DIR] [--returning]
 
 (`--sizes --embedded-gib 0`: the beside-Netron rows alone; `--external-gib 0 --models` too: the 1B export alone.)
 """
@@ -210,16 +214,20 @@ def open_and_time(
     big: bool = False,
     late: float = 0.0,
     on_drawn=None,
+    context=None,
+    port: int | None = None,
 ):
     """The figures of one open (see main's table). `on_drawn(server process)` is called once the graph is drawn,
-    before the checks are waited for (bench/llm_scale.py reads which weights were read by then)."""
+    before the checks are waited for (bench/llm_scale.py reads which weights were read by then). `context`: the
+    browser context to open the page in (a returning user's, its cache kept; default a new one), `port`: the
+    server's (default a free one)."""
     started = time.perf_counter()
-    proc, url = start_server(model, upload_limit="4GiB")
+    proc, url = start_server(model, upload_limit="4GiB", port=port)
     up = (
         time.perf_counter() - started
     )  # until the server answers: where `onnx-surgery app` prints its address
     try:
-        page = browser.new_page(viewport={"width": 1600, "height": 1000})
+        page = context.new_page() if context else browser.new_page(viewport={"width": 1600, "height": 1000})
         page.set_default_timeout(600_000)
         page.add_init_script(DRAWN_CLOCK)
         page.add_init_script(WS_BYTES)
@@ -288,17 +296,17 @@ NETRON_DRAWN = """(() => {
 
 
 def open_in_netron(
-    browser, model: Path, netron_path: Path, weights: list[Path]
+    browser, model: Path, netron_path: Path, weights: list[Path], context=None, port: int | None = None
 ) -> tuple[float, int, float, int]:
     """Netron opening `model` (its own server, `netron.start`; the consent cookie set, so the model opens at
     once): (seconds from the page request until its first node is drawn, on the page's clock; boxes drawn;
-    the server's RSS MiB then; bytes of `weights` read by then)."""
+    the server's RSS MiB then; bytes of `weights` read by then). `context`, `port`: as open_and_time's."""
     import subprocess
     import urllib.request
 
     from _page_cache import drop_from_cache, resident_bytes
 
-    port = free_port()
+    port = port or free_port()
     code = f"import netron; netron.start({str(model)!r}, ('127.0.0.1', {port}), browse=False); netron.wait()"
     env = {**os.environ, "PYTHONPATH": str(netron_path)}
     server = subprocess.Popen(
@@ -313,7 +321,9 @@ def open_in_netron(
             except OSError:
                 time.sleep(0.1)
         drop_from_cache(weights)
-        context = browser.new_context(viewport={"width": 1600, "height": 1000})
+        own = context is None
+        if own:
+            context = browser.new_context(viewport={"width": 1600, "height": 1000})
         context.add_cookies([{"name": "consent", "value": str(int(time.time() * 1000)), "url": url}])
         page = context.new_page()
         page.set_default_timeout(300_000)
@@ -324,7 +334,9 @@ def open_in_netron(
         boxes = page.locator("#canvas g.node").count()
         read = resident_bytes(weights)
         rss = peak_rss_mib(server.pid)
-        context.close()
+        page.close()
+        if own:
+            context.close()
         print(f"  Netron drew {boxes} boxes at {opened:.2f} s on the page's clock")
         return opened, boxes, rss, read
     finally:
@@ -347,16 +359,34 @@ def weight_files(model: Path) -> list[Path]:
     return sorted(model.parent / n for n in names)
 
 
-def beside_netron(browser, models: list[Path], floor: Path, repeat: int, late: float, netron_path: Path):
+def beside_netron(
+    browser,
+    models: list[Path],
+    floor: Path,
+    repeat: int,
+    late: float,
+    netron_path: Path,
+    returning: bool = False,
+):
     """Each of `models` opened `repeat` times in the app and in Netron, interleaved (the order alternating), and
-    the 40-node `floor` in the app once a round: the rows of the beside-Netron table."""
+    the 40-node `floor` in the app once a round: the rows of the beside-Netron table. `returning`: as a person
+    who has opened each tool before: each tool's pages open in one browser context (its HTTP cache kept) and
+    each tool's servers take one port (the cache is per address), after one open of each tool not counted."""
     from _page_cache import drop_from_cache, resident_bytes
 
     app = {m: [] for m in models}
     net = {m: [] for m in models}
     base = []
+    size = {"width": 1600, "height": 1000}
+    kept = {"context": None, "port": None}
+    kept_netron = dict(kept)
+    if returning:
+        kept = {"context": browser.new_context(viewport=size), "port": free_port()}
+        kept_netron = {"context": browser.new_context(viewport=size), "port": free_port()}
+        open_and_time(browser, floor, None, late=late, **kept)  # fills the cache: not counted
+        open_in_netron(browser, models[0], netron_path, weight_files(models[0]), **kept_netron)
     for r in range(repeat):
-        base.append(open_and_time(browser, floor, None, late=late)[-3])  # its rss_drawn
+        base.append(open_and_time(browser, floor, None, late=late, **kept)[-3])  # its rss_drawn
         for m in models:
             weights = weight_files(m)
             seen = {}
@@ -366,17 +396,20 @@ def beside_netron(browser, models: list[Path], floor: Path, repeat: int, late: f
 
             def in_app(m=m, weights=weights, seen=seen):
                 drop_from_cache(weights)
-                got = open_and_time(browser, m, None, late=late, on_drawn=read_when_drawn)
+                got = open_and_time(browser, m, None, late=late, on_drawn=read_when_drawn, **kept)
                 app[m].append(
                     (got[0], got[-3], got[3], seen["read"], got[-4])
                 )  # opened, rss_drawn, boxes, read, click
                 print(f"  app {m.name}: {app[m][-1]}", flush=True)
 
             def in_netron(m=m, weights=weights):
-                net[m].append(open_in_netron(browser, m, netron_path, weights))
+                net[m].append(open_in_netron(browser, m, netron_path, weights, **kept_netron))
 
             for run in (in_app, in_netron) if r % 2 == 0 else (in_netron, in_app):
                 run()
+    for ctx in (kept["context"], kept_netron["context"]):
+        if ctx is not None:
+            ctx.close()
     rows = []
     floor_mib = statistics.median(base)
     for m in models:
@@ -395,7 +428,13 @@ def beside_netron(browser, models: list[Path], floor: Path, repeat: int, late: f
             f" {max(x[3] for x in app[m]) / 2**20:.0f} / {max(x[3] for x in net[m]) / 2**20:.0f} MiB |"
             f" {click_cells([x[4] for x in app[m]])} |"
         )
+    who = (
+        "a returning user (each tool's browser cache kept)"
+        if returning
+        else "a first visit (cold browser cache)"
+    )
     head = (
+        f"\nBeside Netron, as {who}:\n"
         f"\n| model (weights external) | graph file | weights | app: open until drawn s | Netron s |"
         f" app / Netron (goal: within 1.5x) | boxes app / Netron | app server growth when drawn over the 40-node"
         f" model's {floor_mib:.0f} MiB (goal: within 2x the graph file) | server peak MiB app / Netron |"
@@ -429,6 +468,11 @@ def main() -> None:
     )
     ap.add_argument(
         "--netron-path", type=Path, default=NETRON, help="where `pip install --target` put netron"
+    )
+    ap.add_argument(
+        "--returning",
+        action="store_true",
+        help="beside Netron: each tool opened as by a person who has opened it before (browser cache kept)",
     )
     args = ap.parse_args()
     with_netron = (args.netron_path / "netron").exists()
@@ -466,7 +510,9 @@ def main() -> None:
                 rows.append(("11 nodes + external weights", *runs, f"{size / 1024**3:.2f} GiB of weights"))
         beside += [m.resolve() for m in args.models] if with_netron else []
         netron_rows = (
-            beside_netron(browser, beside, warm, args.repeat, args.late, args.netron_path) if beside else []
+            beside_netron(browser, beside, warm, args.repeat, args.late, args.netron_path, args.returning)
+            if beside
+            else []
         )
         if args.embedded_gib:
             path, size = embedded_model(Path(tmp), args.embedded_gib)
