@@ -26,7 +26,8 @@ floor. With `--returning`, as a person who has opened each tool before: the brow
 (Streamlit serves its hashed bundles as immutable; a browser keeps them per address, and `onnx-surgery app` takes
 one port), so each tool's pages open in one browser context and its servers take one port, after one open of
 each not counted. Without it, every open is a first visit (a new context: nothing cached). Printed beside the
-figures: the app's open time against 1.5x Netron's (medians), and the server's memory
+figures: the app's open time against 1.5x Netron's (medians), `check`'s (the CLI in a new process, at
+onnxruntime and tensorrt-static@10.15, verdict cache off) against the same, and the server's memory
 growth (its peak when drawn, less the 40-node server's) against 2x the graph file (the .onnx without its external
 data); and how much of the weight files was read by the time the graph was drawn (page cache dropped first,
 resident pages counted after: bench/llm_scale.py).
@@ -344,6 +345,28 @@ def open_in_netron(
         server.wait()
 
 
+# `check` beside Netron (issue 30: "the app and `check` on a 2 GiB model within 1.5x Netron's open time"): the CLI
+# in a new process, as a person or CI runs it, the verdict cache off (each run does the work)
+CHECK_TARGETS = ("onnxruntime", "tensorrt-static@10.15")
+
+
+def check_seconds(model: Path, target: str) -> float:
+    """Wall seconds of `onnx-surgery check MODEL -t TARGET --no-cache`, from its start to its exit."""
+    import subprocess
+
+    t = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "surgery", "check", str(model), "-t", target, "--no-cache"],
+        capture_output=True,
+        text=True,
+    )
+    took = time.perf_counter() - t
+    if done.returncode not in (0, 1):  # 1: the target rejects something; anything else is the bench's problem
+        raise RuntimeError(f"check -t {target} {model}: exit {done.returncode}: {done.stderr.strip()[-300:]}")
+    print(f"  check -t {target} {model.name}: {took:.2f} s (exit {done.returncode})", flush=True)
+    return took
+
+
 def weight_files(model: Path) -> list[Path]:
     """The external data files `model` names (read from its initializers' `location`, no weight read)."""
     import onnx
@@ -376,6 +399,7 @@ def beside_netron(
 
     app = {m: [] for m in models}
     net = {m: [] for m in models}
+    checks = {m: [] for m in models}  # seconds of `check` at each of CHECK_TARGETS
     base = []
     size = {"width": 1600, "height": 1000}
     kept = {"context": None, "port": None}
@@ -407,6 +431,7 @@ def beside_netron(
 
             for run in (in_app, in_netron) if r % 2 == 0 else (in_netron, in_app):
                 run()
+            checks[m].append(tuple(check_seconds(m, target) for target in CHECK_TARGETS))
     for ctx in (kept["context"], kept_netron["context"]):
         if ctx is not None:
             ctx.close()
@@ -427,6 +452,12 @@ def beside_netron(
             f" {max(x[1] for x in app[m]):.0f} / {max(x[2] for x in net[m]):.0f} |"
             f" {max(x[3] for x in app[m]) / 2**20:.0f} / {max(x[3] for x in net[m]) / 2**20:.0f} MiB |"
             f" {click_cells([x[4] for x in app[m]])} |"
+            + "".join(
+                f" {spread([c[k] for c in checks[m]])}"
+                f" ({statistics.median(c[k] for c in checks[m]) / n_open:.2f}x"
+                f" {'✓' if statistics.median(c[k] for c in checks[m]) <= 1.5 * n_open else '✗'}) |"
+                for k in range(len(CHECK_TARGETS))
+            )
         )
     who = (
         "a returning user (each tool's browser cache kept)"
@@ -439,7 +470,10 @@ def beside_netron(
         f" app / Netron (goal: within 1.5x) | boxes app / Netron | app server growth when drawn over the 40-node"
         f" model's {floor_mib:.0f} MiB (goal: within 2x the graph file) | server peak MiB app / Netron |"
         f" weights read by the drawing app / Netron | app: a node clicked until the inspector shows it s |"
-        f" bytes the click brought |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
+        f" bytes the click brought |"
+        + "".join(f" `check -t {t}` s (x Netron; goal within 1.5x) |" for t in CHECK_TARGETS)
+        + "\n|"
+        + "---|" * (12 + len(CHECK_TARGETS))
     )
     return [head, *rows]
 

@@ -102,6 +102,7 @@ def make_session(
     *,
     optimize: bool = False,
     path: str | None = None,
+    config: dict[str, str] | None = None,
     **opts,
 ):
     """An onnxruntime CPU session on the runnable copy. External data resolves against `base_dir`. `path`: the
@@ -112,7 +113,8 @@ def make_session(
     once or a few times to compare it, and the arena kept what a run allocated after its session was gone (a
     Llama-1B-shaped fp16 export: 3.5 GiB of a 5.9 GiB run stayed resident, so a second session, as split's
     verification makes, peaked at 9.5 GiB; without the arena 5.2 GiB, no slower). A build that times the
-    deployed configuration passes it on."""
+    deployed configuration passes it on. `config`: session config entries (onnxruntime's
+    onnxruntime_session_options_config_keys.h), e.g. the check's "session.disable_prepacking"."""
     import onnxruntime as ort
 
     so = ort.SessionOptions()
@@ -123,6 +125,8 @@ def make_session(
     )
     for k, v in opts.items():
         setattr(so, k, v)
+    for k, v in (config or {}).items():  # onnxruntime's session config entries, by their keys
+        so.add_session_config_entry(k, v)
     run = runnable_copy(model)
     if path is not None and run is model:
         return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])

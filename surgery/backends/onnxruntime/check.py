@@ -72,6 +72,17 @@ def _words(exc: Exception) -> str:
     return first_line(str(exc), 500) or type(exc).__name__
 
 
+# A session made only to see whether onnxruntime accepts the model does not prepack its weights. Prepacking
+# repacks a kernel's constant weights (MLAS's MatMul and Conv) for speed, reading every one of them; whether
+# onnxruntime has kernels for the model's nodes, types and shapes is settled before it (SessionState's
+# FinalizeSessionStateImpl creates the kernels, then prepacks), and what prepacking alone could still fail on is
+# its own memory, not the model. An 11-node model with 2 GiB of fp32 MatMul weights in an external file: the
+# session read all of them (3.9 s from disk) to say it accepts; without prepacking it reads none
+# (bench/app_open.py's check columns; a test). The key: kOrtSessionOptionsConfigDisablePrepacking,
+# "session.disable_prepacking", in include/onnxruntime/core/session/onnxruntime_session_options_config_keys.h.
+CHECK_CONFIG = {"session.disable_prepacking": "1"}
+
+
 class OnnxRuntimeBackend(BuiltHere):
     """Session creation is onnxruntime's parse and build in one step: the check is at stage build."""
 
@@ -94,7 +105,7 @@ class OnnxRuntimeBackend(BuiltHere):
         from surgery.ort import make_session
 
         try:
-            make_session(model, base_dir, path=path)
+            make_session(model, base_dir, path=path, config=CHECK_CONFIG)
             return None
         except Exception as exc:
             return _words(exc)
