@@ -246,6 +246,45 @@ def test_timing_stops_at_its_budget_after_a_few_runs_and_says_so():
     assert fast["runs"] == 20 and "budget_s" not in fast  # the budget never stops a fast engine early
 
 
+def test_timing_tells_its_progress_run_by_run():
+    import time
+
+    from surgery.backends.measure import latency
+
+    seen = []
+    latency(
+        lambda: time.sleep(0.26), runs=4, warmup=1, budget_s=None, progress=lambda f, m: seen.append((f, m))
+    )
+    assert seen[0] == (0.0, "warming up (1 run(s))")
+    assert [m for _, m in seen[1:]] == [f"run {k} of 4" for k in range(1, 5)]  # runs 0.26 s apart: each told
+    assert [f for f, _ in seen] == sorted(f for f, _ in seen) and seen[-1][0] == 1.0
+    seen.clear()
+    latency(
+        lambda: time.sleep(0.05), runs=20, warmup=0, budget_s=0.3, progress=lambda f, m: seen.append((f, m))
+    )
+    last_fraction, last = seen[-1]
+    assert last.startswith("run ") and " of up to 20, " in last and last.endswith(" of 0.3 s")
+    assert last_fraction >= 0.99  # the budget is spent: the bar is full though fewer than 20 ran
+    seen.clear()
+    latency(lambda: None, runs=1000, warmup=0, budget_s=None, progress=lambda f, m: seen.append((f, m)))
+    assert len(seen) <= 4 and seen[-1] == (
+        1.0,
+        "run 1000 of 1000",
+    )  # fast runs: told now and then, and the last
+
+
+def test_the_build_reports_its_timing_run_by_run(sample_dir):
+    seen = []
+    model = onnx.load(sample_dir / "healthy_cnn.onnx")
+    report = build_model(
+        "onnxruntime", model, BuildOptions(runs=5, warmup=1), lambda f, m: seen.append((f, m))
+    )
+    assert report.ok and report.latency_ms["runs"] == 5
+    timing = [(f, m) for f, m in seen if m.startswith("onnxruntime: timing, ")]
+    assert timing and timing[-1][1].startswith("onnxruntime: timing, run 5 of up to 5, "), seen
+    assert all(0.6 <= f <= 1.0 for f, _ in timing)
+
+
 @pytest.mark.parametrize("flag", [["--time-budget", "0"], ["--time-budget", "nan"], ["--runs", "0"]])
 def test_a_timing_budget_or_run_count_that_makes_no_sense_is_refused(flag, sample_dir, tmp_path, capsys):
     from surgery.cli import main

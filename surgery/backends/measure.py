@@ -80,7 +80,9 @@ def dims_text(shapes: dict[str, tuple[int, ...]]) -> dict[str, str]:
     return {name: "x".join(str(d) for d in shape) for name, shape in shapes.items()}
 
 
-def measure_points(report, model: ModelProto, base_dir, options, prepare, opt_ref=None) -> None:
+def measure_points(
+    report, model: ModelProto, base_dir, options, prepare, opt_ref=None, progress: Progress | None = None
+) -> None:
     """With profiles: latency (and the worst output's mean relative error against onnxruntime fp32) at the
     profile's min, opt and max shapes into `report.latency_points`, the same seeded inputs on every backend so
     the rows compare. A point the engine cannot run is recorded with its error; the others stand."""
@@ -98,7 +100,10 @@ def measure_points(report, model: ModelProto, base_dir, options, prepare, opt_re
                 feeds, ref = reference(model, base_dir, shapes)
                 run_once = prepare(feeds)
                 got = run_once()
-                entry.update(latency(run_once, options.runs, options.warmup, options.time_budget_s))
+                told = (
+                    None if progress is None else lambda f, what, p=point: progress(f, f"{p} shapes, {what}")
+                )
+                entry.update(latency(run_once, options.runs, options.warmup, options.time_budget_s, told))
             errors = [v["mean_rel"] for v in accuracy(ref, got).values()]
             entry["worst_mean_rel"] = max(errors) if errors else None
         except Exception as exc:  # e.g. an engine compiled for one shape: this point only is missing
@@ -111,10 +116,13 @@ def _same(a, b) -> bool:
     return a.shape == b.shape and bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
 
 
-def measure_into(report, model: ModelProto, base_dir, options, prepare) -> None:
+def measure_into(
+    report, model: ModelProto, base_dir, options, prepare, progress: Progress | None = None
+) -> None:
     """Fill `report.accuracy` and `report.latency_ms`: `prepare(feeds)` returns a call that runs the built
     engine once and returns its outputs by name. A measurement that fails leaves the build standing and says
-    why in `report.note`. Nothing runs when `options.measure` is off (a check's build stage)."""
+    why in `report.note`. Nothing runs when `options.measure` is off (a check's build stage). `progress`: told
+    of each timed run (`timing_progress`)."""
     if not options.measure:
         return
     try:
@@ -135,7 +143,7 @@ def measure_into(report, model: ModelProto, base_dir, options, prepare) -> None:
         run_once = prepare(feeds)
         first, second = run_once(), run_once()
         report.accuracy = accuracy(ref, first)
-        report.latency_ms = latency(run_once, options.runs, options.warmup, options.time_budget_s)
+        report.latency_ms = latency(run_once, options.runs, options.warmup, options.time_budget_s, progress)
         changed = [n for n in first if n in second and not _same(first[n], second[n])]
         if changed:
             why = f"outputs {', '.join(changed)} change from run to run on the same inputs (random ops?)"
@@ -145,34 +153,76 @@ def measure_into(report, model: ModelProto, base_dir, options, prepare) -> None:
         report.note = f"{report.note}; {why}" if report.note else why
         return
     if options.profiles:
-        measure_points(report, ref_model, base_dir, options, prepare, (ref, first))
+        measure_points(report, ref_model, base_dir, options, prepare, (ref, first), progress)
 
 
 MIN_TIMED_RUNS = 3  # a median and p90 of fewer say little
 
 
+Progress = Callable[[float, str], None]  # (how far the timing is, 0..1; what it is doing)
+PROGRESS_EVERY_S = (
+    0.25  # a timing of many short runs reports at most this often (each report is a file write)
+)
+
+
+def timing_progress(label: str, start: float, end: float = 0.98) -> Progress:
+    """A `latency` progress that moves a build's bar (surgery.isolate.report_progress) from `start` to `end`,
+    its message `LABEL: timing, run K ...`."""
+    from surgery.isolate import report_progress
+
+    return lambda done, what: report_progress(start + (end - start) * done, f"{label}: timing, {what}")
+
+
 def latency(
-    fn: Callable[[], object], runs: int, warmup: int, budget_s: float | None = None
+    fn: Callable[[], object],
+    runs: int,
+    warmup: int,
+    budget_s: float | None = None,
+    progress: Progress | None = None,
 ) -> dict[str, float]:
     """Median and p90 wall time of `fn` in milliseconds over `runs` calls after `warmup` calls; with `budget_s`,
     warm-up and timing stop once that many seconds have passed (after at least MIN_TIMED_RUNS timed calls, and
-    no more than `runs`). "runs": how many were timed; "budget_s" when the budget stopped them."""
+    no more than `runs`). "runs": how many were timed; "budget_s" when the budget stopped them. `progress` hears
+    of the warm-up and of each timed run (at most every PROGRESS_EVERY_S seconds, and of the last)."""
     start = time.perf_counter()
 
     def spent() -> bool:
         return budget_s is not None and time.perf_counter() - start >= budget_s
 
+    def tell(k: int, last: bool = False) -> None:
+        """After the k-th timed run (0: warming up); `last`: told even if one was told a moment ago."""
+        nonlocal told, told_k
+        now = time.perf_counter()
+        if progress is None or k == told_k or (not last and now - told < PROGRESS_EVERY_S):
+            return
+        told, told_k = now, k
+        if k == 0:
+            progress(0.0, f"warming up ({max(warmup, 0)} run(s))")
+        elif budget_s is None:
+            progress(k / total, f"run {k} of {total}")
+        else:
+            elapsed = now - start
+            progress(
+                min(1.0, max(k / total, elapsed / budget_s)),
+                f"run {k} of up to {total}, {elapsed:.1f} of {budget_s:g} s",
+            )
+
+    total = max(runs, 1)
+    told, told_k = -PROGRESS_EVERY_S, None
+    tell(0)
     for _ in range(max(warmup, 0)):
         if spent():
             break
         fn()
     times = []
-    for k in range(max(runs, 1)):
+    for k in range(total):
         if k >= min(MIN_TIMED_RUNS, runs) and spent():
             break
         t = time.perf_counter()
         fn()
         times.append((time.perf_counter() - t) * 1000)
+        tell(len(times))
+    tell(len(times), last=True)
     out = {"median": float(np.median(times)), "p90": float(np.percentile(times, 90)), "runs": len(times)}
     if len(times) < runs:
         out["budget_s"] = float(budget_s)

@@ -10,7 +10,7 @@ from pathlib import Path
 from onnx import ModelProto
 
 from surgery.backends.base import BuildOptions, BuildReport
-from surgery.backends.measure import measure_into
+from surgery.backends.measure import measure_into, timing_progress
 from surgery.isolate import report_progress
 from surgery.text import first_line
 
@@ -97,6 +97,11 @@ def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
     )
     report_progress(0.6, "onnxruntime: timing")
     measure_into(
-        report, original, base_dir, options, lambda feeds: lambda: dict(zip(names, sess.run(names, feeds)))
+        report,
+        original,
+        base_dir,
+        options,
+        lambda feeds: lambda: dict(zip(names, sess.run(names, feeds))),
+        timing_progress("onnxruntime", 0.6),
     )
     return report

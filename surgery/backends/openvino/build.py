@@ -164,8 +164,8 @@ def _build(
         return run_once
 
     if options.measure:
-        from surgery.backends.measure import measure_into
+        from surgery.backends.measure import measure_into, timing_progress
 
         report_progress(0.6, "openvino: timing")
-        measure_into(report, model, base_dir, options, prepare)
+        measure_into(report, model, base_dir, options, prepare, timing_progress("openvino", 0.6))
     return report

@@ -259,7 +259,14 @@ def _run_engine(engine: bytes, model: ModelProto, options: BuildOptions, base_di
     plumbing). Inputs use each profile's opt shape."""
     from polygraphy.backend.trt import EngineFromBytes, TrtRunner
 
-    from surgery.backends.measure import measure_into
+    from surgery.backends.measure import measure_into, timing_progress
 
     with TrtRunner(EngineFromBytes(engine)) as runner:
-        measure_into(report, model, base_dir, options, lambda feeds: lambda: dict(runner.infer(feeds)))
+        measure_into(
+            report,
+            model,
+            base_dir,
+            options,
+            lambda feeds: lambda: dict(runner.infer(feeds)),
+            timing_progress("tensorrt", 0.92),
+        )

@@ -22,7 +22,7 @@ import numpy as np
 from onnx import ModelProto
 
 from surgery.backends.base import BuildOptions, BuildReport
-from surgery.backends.measure import measure_into, opt_shapes
+from surgery.backends.measure import measure_into, opt_shapes, timing_progress
 from surgery.isolate import report_progress
 from surgery.model import with_weights
 from surgery.text import error_line
@@ -387,12 +387,16 @@ def build(data: bytes, options: BuildOptions, base_dir=None) -> BuildReport:
         options.profiles = {n: (tuple(opt), tuple(opt), tuple(opt)) for n, opt in shape_dict.items()}
     if stats is not None:
         untuned = BuildReport("tvm", True)
-        measure_into(untuned, model, base_dir, options, preparer(ex))
+        measure_into(
+            untuned, model, base_dir, options, preparer(ex), timing_progress("tvm (untuned)", 0.8, 0.89)
+        )
         stats["untuned_ms"] = untuned.latency_ms
         if untuned.latency_points:
             stats["untuned_points"] = untuned.latency_points
         report.tuning = stats
-    measure_into(report, model, base_dir, options, preparer(final))
+    measure_into(
+        report, model, base_dir, options, preparer(final), timing_progress("tvm", 0.89 if stats else 0.8)
+    )
     if shape_dict and stats:
         report.latency_points = None
         stats.pop("untuned_points", None)
