@@ -16,14 +16,17 @@ import opening  # noqa: E402
 
 st.set_page_config(page_title="ONNX Surgery", layout="wide")  # no page_icon: material icons load from a CDN
 opening.ensure_state()  # a new session's model, before any page asks for it
+# The pages live in views/, not pages/: Streamlit reads a pages/ folder beside the main script as a multipage app
+# of its own, and a fresh server whose first request is a page's address (a bookmark, a reload after `onnx-surgery
+# app` restarted) served it that way, its sidebar listing the files (main, backends, build, ...), not these pages.
 pages = [
-    st.Page(HERE / "pages" / "workbench.py", title="Workbench", icon=":material/healing:", default=True),
-    st.Page(HERE / "pages" / "overview.py", title="Overview", icon=":material/bar_chart:"),
-    st.Page(HERE / "pages" / "lessons.py", title="Lessons", icon=":material/school:"),
-    st.Page(HERE / "pages" / "build.py", title="Test build", icon=":material/build:"),
-    st.Page(HERE / "pages" / "precision.py", title="Precision", icon=":material/tune:"),
-    st.Page(HERE / "pages" / "rules.py", title="Rules", icon=":material/rule:"),
-    st.Page(HERE / "pages" / "survey.py", title="Survey", icon=":material/grid_on:"),
-    st.Page(HERE / "pages" / "backends.py", title="Backends", icon=":material/power:"),
+    st.Page(HERE / "views" / "workbench.py", title="Workbench", icon=":material/healing:", default=True),
+    st.Page(HERE / "views" / "overview.py", title="Overview", icon=":material/bar_chart:"),
+    st.Page(HERE / "views" / "lessons.py", title="Lessons", icon=":material/school:"),
+    st.Page(HERE / "views" / "build.py", title="Test build", icon=":material/build:"),
+    st.Page(HERE / "views" / "precision.py", title="Precision", icon=":material/tune:"),
+    st.Page(HERE / "views" / "rules.py", title="Rules", icon=":material/rule:"),
+    st.Page(HERE / "views" / "survey.py", title="Survey", icon=":material/grid_on:"),
+    st.Page(HERE / "views" / "backends.py", title="Backends", icon=":material/power:"),
 ]
 st.navigation(pages).run()  # each page renders the shared sidebar itself

@@ -26,7 +26,7 @@ def _find(packed: str, source: str) -> Path:
 
 RULES_DIR = _find("_rules", "rules")  # the built-in rules (*.yaml)
 SAMPLES_DIR = _find("_samples", "sample_models")  # the teaching models (*.onnx)
-APP_DIR = _find("_app", "app")  # the Streamlit app: main.py, pages/, static/
+APP_DIR = _find("_app", "app")  # the Streamlit app: main.py, views/ (its pages), static/
 APP_MAIN = APP_DIR / "main.py"
 
 

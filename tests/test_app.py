@@ -71,13 +71,13 @@ def test_lesson_button_opens_the_broken_model_with_its_node_selected():
 
 
 PAGES = {
-    "pages/overview.py": "Overview",
-    "pages/lessons.py": "Lessons",
-    "pages/rules.py": "Rules",
-    "pages/backends.py": "Backends",
-    "pages/build.py": "Test build",
-    "pages/precision.py": "Precision",
-    "pages/survey.py": "Survey",
+    "views/overview.py": "Overview",
+    "views/lessons.py": "Lessons",
+    "views/rules.py": "Rules",
+    "views/backends.py": "Backends",
+    "views/build.py": "Test build",
+    "views/precision.py": "Precision",
+    "views/survey.py": "Survey",
 }
 
 
@@ -88,7 +88,7 @@ def test_every_page_renders(page):
 
 
 def test_build_page_builds_on_onnxruntime_and_shows_numbers():
-    at = run_page("pages/build.py")
+    at = run_page("views/build.py")
     at.multiselect(key="build_backends").set_value(["onnxruntime"])
     at.number_input(key="build_runs").set_value(3)
     at.button(key="build_go").click()
@@ -243,7 +243,7 @@ def test_in_a_browser_the_checks_wait_for_the_drawing_or_a_few_seconds(tmp_path,
 
 
 def test_a_lesson_is_walked_through_to_the_numbers():
-    at = run_page("pages/lessons.py")
+    at = run_page("views/lessons.py")
     at.button(key="walk-resize_scales_chain").click()
     at.run()
     assert not at.exception
@@ -259,7 +259,7 @@ def test_overview_shows_reasons_and_partitions():
     at = run_page()
     at.button(key="side-lesson-resize_scales_chain").click()
     at.run()
-    at.switch_page("pages/overview.py")
+    at.switch_page("views/overview.py")
     at.run()
     assert not at.exception
     assert any("Resize scales must be an initializer" in e.label for e in at.expander)
@@ -306,13 +306,13 @@ def test_save_as_rule_writes_to_the_user_folder_and_the_rules_page_lists_it(tmp_
     assert not at.exception
     saved = list((tmp_path / "mine").glob("*.y*ml"))
     assert len(saved) == 1
-    at.switch_page("pages/rules.py")
+    at.switch_page("views/rules.py")
     at.run()
     assert any(e.label.startswith("⭐ ") for e in at.expander)
 
 
 def test_backends_page_says_which_backends_run_here():
-    at = run_page("pages/backends.py")
+    at = run_page("views/backends.py")
     table = at.dataframe[0].value
     row = table[table["target"] == "onnxruntime"].iloc[0]
     assert row["available"] == "yes"
@@ -438,7 +438,7 @@ def test_a_selection_in_a_big_model_does_not_wait_for_its_shapes(monkeypatch):
 def test_build_page_offers_a_tvm_trial_budget_and_shows_untuned_and_tuned(monkeypatch, tmp_path):
     pytest.importorskip("tvm")
     monkeypatch.setenv("ONNX_SURGERY_CACHE", str(tmp_path))  # the tuning database goes here, not ~/.cache
-    at = run_page("pages/build.py")
+    at = run_page("views/build.py")
     at.multiselect(key="build_backends").set_value(["tvm"])
     at.run()
     at.number_input(key="build_runs").set_value(2)
@@ -688,7 +688,7 @@ def test_a_node_refused_for_its_body_offers_the_fix_that_applies_there(tmp_path,
 
 
 def test_the_cut_lesson_is_walked_through_as_a_cut():
-    at = run_page("pages/lessons.py")
+    at = run_page("views/lessons.py")
     at.button(key="walk-unique_op").click()
     at.run()
     assert not at.exception

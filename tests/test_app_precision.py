@@ -22,7 +22,7 @@ def page(tmp_path, monkeypatch):
     monkeypatch.setenv("ONNX_SURGERY_STATE_DIR", str(tmp_path / "sessions"))
     at = AppTest.from_file(MAIN, default_timeout=120)
     at.run()
-    at.switch_page("pages/precision.py")
+    at.switch_page("views/precision.py")
     at.run()
     assert not at.exception, at.exception
     return at
@@ -47,7 +47,7 @@ def test_precision_page_finds_the_overflow_and_applies_the_step_with_undo(page):
     assert [s.fix for s in ws.recipe] == ["mixed_precision"]
     assert "ln/square" in ws.recipe[0].params["keep"]
     assert any("applied" in s.value for s in at.success)
-    at.switch_page("pages/workbench.py")  # undone like any fix, where the recipe is
+    at.switch_page("views/workbench.py")  # undone like any fix, where the recipe is
     at.run()
     at.button(key="undo").click()
     at.run()
@@ -74,7 +74,7 @@ def test_the_search_colours_the_workbench_graph(page):
     at.run()
     outcome = at.session_state["precision_outcome"][1]
     kept = {k.key for k in outcome.kept}
-    at.switch_page("pages/workbench.py")
+    at.switch_page("views/workbench.py")
     at.run()
     label = "fp16 emulation: kept in float32"
     assert label in at.selectbox(key="color_by").options

@@ -18,7 +18,7 @@ MAIN = str(Path(__file__).resolve().parent.parent / "app" / "main.py")
 def build_page() -> AppTest:
     at = AppTest.from_file(MAIN, default_timeout=120)
     at.run()
-    at.switch_page("pages/build.py")
+    at.switch_page("views/build.py")
     at.run()
     assert not at.exception, at.exception
     at.multiselect(key="build_backends").set_value(["onnxruntime"])

@@ -50,7 +50,7 @@ def plain(text: str) -> str:
 
 
 def test_split_on_a_rejected_sample_shows_parts_backends_verification_and_a_zip_that_runs():
-    at = open_lesson("ml_scaler", "pages/overview.py")  # TensorRT 10.15 has no ai.onnx.ml Scaler
+    at = open_lesson("ml_scaler", "views/overview.py")  # TensorRT 10.15 has no ai.onnx.ml Scaler
     assert not at.get("graphviz_chart"), "no plan before the button is pressed"
     at.button(key=f"split-{TRT}").click()
     at.run()
@@ -100,7 +100,7 @@ def test_split_on_a_rejected_sample_shows_parts_backends_verification_and_a_zip_
 
 
 def test_no_plan_is_one_line_in_the_apps_words_and_a_smaller_target_part_gives_one():
-    at = open_lesson("squeeze_dynamic", "pages/overview.py")  # TensorRT keeps one Relu: below 3 nodes
+    at = open_lesson("squeeze_dynamic", "views/overview.py")  # TensorRT keeps one Relu: below 3 nodes
     at.button(key=f"split-{TRT}").click()
     at.run()
     assert not at.exception, at.exception

@@ -32,7 +32,7 @@ def zoo(tmp_path, monkeypatch):
 def _page() -> AppTest:
     at = AppTest.from_file(MAIN, default_timeout=90)
     at.run()
-    at.switch_page("pages/survey.py")
+    at.switch_page("views/survey.py")
     at.run()
     assert not at.exception, at.exception
     return at

@@ -152,3 +152,30 @@ def test_two_tabs_applying_on_one_session_lose_nothing(tmp_path):
             browser.close()
     finally:
         stop_server(server, signal.SIGTERM)
+
+
+def test_a_page_address_that_is_a_fresh_servers_first_request_opens_that_page_in_the_apps_navigation(
+    tmp_path,
+):
+    """A reload of the Test build page after the server restarted: the first request a new server sees is a page's
+    address. It opens that page, with the app's navigation (Streamlit once served a folder named pages/ as its own
+    multipage app there, its sidebar listing the files: main, backends, build, ...)."""
+    from playwright.sync_api import sync_playwright
+
+    port = free_port()
+    server = start(port, tmp_path / "sessions", tmp_path / "rules")
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+            page = browser.new_page(viewport={"width": 1600, "height": 1000})
+            page.set_default_timeout(90_000)
+            page.goto(f"http://127.0.0.1:{port}/build")
+            page.get_by_role("heading", name="Test build").wait_for()
+            nav = page.locator('[data-testid="stSidebarNav"]')
+            nav.get_by_text("Workbench").wait_for()
+            links = nav.locator("a").all_inner_texts()
+            assert any("Test build" in t for t in links), links
+            assert not any(t.strip() in ("main", "build", "workbench") for t in links), links
+            browser.close()
+    finally:
+        stop_server(server)

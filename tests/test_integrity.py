@@ -299,7 +299,7 @@ def test_the_live_parsers_explanation_names_the_live_parser(tmp_path):
 def test_a_healthy_lesson_is_not_said_to_fail():
     from test_app import run_page
 
-    at = run_page("pages/lessons.py")
+    at = run_page("views/lessons.py")
     shown = [m.value for m in at.markdown]
     healthy = [i for i, text in enumerate(shown) if text == "#### A healthy CNN"]
     assert healthy, shown[:5]

@@ -48,7 +48,7 @@ def test_fix_card_and_recipe_show_rule_dollars_as_text():
 def test_lessons_walkthrough_shows_rule_dollars_as_text():
     at = AppTest.from_file(MAIN, default_timeout=90)
     at.run()
-    at.switch_page("pages/lessons.py")
+    at.switch_page("views/lessons.py")
     at.run()
     at.button(key="walk-deform_conv_custom").click()
     at.run()
@@ -108,7 +108,7 @@ def test_the_rules_page_shows_a_users_rule_text_as_text(tmp_path, monkeypatch):
     monkeypatch.setenv("ONNX_SURGERY_USER_RULES", str(mine))
     at = AppTest.from_file(MAIN, default_timeout=90)
     at.run()
-    at.switch_page("pages/rules.py")
+    at.switch_page("views/rules.py")
     at.run()
     assert not at.exception
     labels = [e.label for e in at.expander]

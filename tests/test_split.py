@@ -442,7 +442,7 @@ def test_the_overview_splits_for_deployment_draws_the_plan_and_offers_the_zip():
     at.session_state["ws"] = Workspace.open(parse(MIDDLE).SerializeToString(), name="middle.onnx")
     at.session_state["model_name"] = "middle.onnx"
     at.session_state["targets"] = ["tensorrt-static@10.15"]
-    at.switch_page("pages/overview.py")
+    at.switch_page("views/overview.py")
     at.run()
     assert not at.exception
     at.button(key="split-tensorrt-static@10.15").click()

@@ -83,7 +83,7 @@ for r in reports:
             for v in g.verdicts:
                 if st.button(md_escape(f"{v.op_type} {v.node}"), key=f"ov-{r.backend}-{v.node}"):
                     session.select(v.node)
-                    st.switch_page("pages/workbench.py")
+                    st.switch_page("views/workbench.py")
     if r.verdicts and (r.rejected or any(v.status.value == "unknown" for v in r.verdicts)):
         part = checks.partition(r)
         m = st.columns(4)

@@ -111,6 +111,6 @@ for lesson in lessons():
                 on_click=opening.open_lesson,
                 args=(lesson.name,),
             ):
-                st.switch_page("pages/workbench.py")
+                st.switch_page("views/workbench.py")
             if session.walking() == lesson.name:
                 show_walkthrough(lesson.name)

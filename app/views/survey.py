@@ -74,7 +74,7 @@ def _failed_on(cell_by_target: dict) -> str | None:
 sidebar.render()
 s = st.session_state
 if s.pop("survey_go", False):
-    st.switch_page("pages/workbench.py")
+    st.switch_page("views/workbench.py")
 
 st.title("Survey")
 st.caption(

@@ -70,7 +70,7 @@ if precision in ("fp16", "bf16", "int8") or calibrate:
     # a backend's own numbers can hide what breaks (onnxruntime's CPU runs many fp16 ops in fp32): the emulation
     # node by node, with the nodes to keep in float32 coloured on the graph, is one page away
     st.page_link(
-        "pages/precision.py",
+        "views/precision.py",
         label="Which nodes break accuracy at this precision? The Precision page finds them and keeps them in fp32",
         icon=":material/tune:",
     )
@@ -218,7 +218,7 @@ for k, r in enumerate(results):
             f"Show node {md_escape(r.node)} in the graph", key=f"build-node-{k}-{r.backend}"
         ):
             s.selected = r.node
-            st.switch_page("pages/workbench.py")
+            st.switch_page("views/workbench.py")
         if r.tuning:
             from surgery.cli.build_cmd import tuning_line
 
