@@ -352,8 +352,10 @@ def test_matching_reads_outcomes_without_writing_reasons(monkeypatch):
 
 def test_the_next_rounds_matching_runs_while_the_step_is_verified_and_is_used(monkeypatch):
     import threading
+    import time
 
     import surgery.rulebook.engine as engine
+    from surgery import isolate
 
     calls = []
     real, real_verify = engine.propose, engine._verify
@@ -369,10 +371,14 @@ def test_the_next_rounds_matching_runs_while_the_step_is_verified_and_is_used(mo
     def verify_until_the_look_ahead(*args, **kwargs):
         # a small model's verification can end before the look-ahead starts (a busy machine): it stays until the
         # look-ahead has begun, so that the order is the engine's, not the scheduler's; a look-ahead made only
-        # after the verification never comes, and the wait ends after 60 s (10 s was once too short in CI, with
-        # the other test worker and the verification's onnxruntime worker on the same 2 cores)
+        # after the verification never comes, and the wait ends after 60 s. It stays as a verification does,
+        # waiting on an isolated worker: the engine looks ahead once the verification waits on one (Beside's
+        # in_worker), and a verification whose own worker call was over before the engine asked (a loaded machine)
+        # would otherwise hold it until the 60 s were up, the look-ahead then made after it (seen in CI)
         report = real_verify(*args, **kwargs)
-        looked_ahead.wait(60)
+        deadline = time.monotonic() + 60
+        while not looked_ahead.is_set() and time.monotonic() < deadline:
+            isolate.call_isolated("time:sleep", 0.2)
         return report
 
     monkeypatch.setattr(engine, "propose", propose_and_note)
