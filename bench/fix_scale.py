@@ -21,13 +21,15 @@ nodes); peak memory <= 3x the model's size in memory. The model's size is what l
 command on a 200-node stack (the interpreter, onnx, onnxruntime: what any fix costs). Beside it, what onnxruntime
 alone needs for the same file: a process that makes its session (as the check and the verification make theirs)
 and runs it once on seeded inputs, its peak less the same on the 200-node stack, also as a multiple of the
-model: a fix that checks or verifies on onnxruntime holds at least that. The machine's load is printed with the
-figures: on a shared 2-core machine a busy neighbour doubles them.
+model: a fix that checks or verifies on onnxruntime holds at least that. Beside the peak, which process it was:
+the command's own and its largest worker's (verification, checks), each sampled every 50 ms. The machine's load
+is printed with the figures: on a shared 2-core machine a busy neighbour doubles them.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import signal
@@ -78,16 +80,64 @@ def run_split(src: Path, target: str, folder: Path, timeout: float) -> tuple[flo
     return run_cli(["split", str(src), "-t", target, "-o", str(folder)], folder.with_suffix(".peak"), timeout)
 
 
+PROCESS_PEAKS: dict[str, dict[int, float]] = {}  # run_cli's last run: {"own": {pid: MiB}, "workers": {...}}
+
+
+def _children(pid: int) -> list[int]:
+    kids = []
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():  # a child is listed under the thread that started it
+            with contextlib.suppress(OSError):
+                kids += [int(k) for k in (task / "children").read_text().split()]
+    except OSError:
+        pass
+    return kids
+
+
+def _hwm_mib(pid: int) -> float | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def _sample_peaks(launcher: int, done: threading.Event) -> None:
+    """Every 50 ms until `done`: the peak (VmHWM) of the command's own process (the launcher's child) and of each
+    process it started (its workers: verification, shape inference, checks), by pid, into PROCESS_PEAKS."""
+    own: dict[int, float] = {}
+    workers: dict[int, float] = {}
+    PROCESS_PEAKS.update(own=own, workers=workers)
+    while not done.is_set():
+        for pid in _children(launcher):
+            stack, into = [pid], own
+            while stack:
+                q = stack.pop()
+                hwm = _hwm_mib(q)
+                if hwm is not None:
+                    into[q] = max(into.get(q, 0.0), hwm)
+                stack += _children(q)
+                into = workers
+        done.wait(0.05)
+
+
 def run_cli(argv: list[str], peak_file: Path, timeout: float) -> tuple[float, float, float, str, int]:
     """The CLI with `argv` under the launcher: wall seconds, CPU seconds, peak MiB, stdout, exit status (None:
-    timed out)."""
+    timed out). The peaks of its own process and of its workers, sampled, go to PROCESS_PEAKS."""
     cmd = [sys.executable, "-c", LAUNCHER, str(peak_file), sys.executable, "-m", "surgery.cli", *argv]
     with tempfile.TemporaryFile("w+") as log:
         t0 = time.perf_counter()
         p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
+        done = threading.Event()
+        sampler = threading.Thread(target=_sample_peaks, args=(p.pid, done), daemon=True)
+        sampler.start()
         timer = threading.Timer(timeout, lambda: os.killpg(p.pid, signal.SIGKILL))
         timer.start()
         _, status, usage = os.wait4(p.pid, 0)
+        done.set()
+        sampler.join()
         seconds = time.perf_counter() - t0
         timed_out = not timer.is_alive()
         timer.cancel()
@@ -97,6 +147,13 @@ def run_cli(argv: list[str], peak_file: Path, timeout: float) -> tuple[float, fl
     cpu = usage.ru_utime + usage.ru_stime
     peak = int(peak_file.read_text()) / 1024 if peak_file.exists() else float("nan")  # killed: unknown
     return seconds, cpu, peak, text, None if timed_out else p.returncode
+
+
+def split_peaks() -> str:
+    """The last run's peaks: its own process / its largest worker, MiB."""
+    own = max(PROCESS_PEAKS.get("own", {}).values(), default=float("nan"))
+    workers = max(PROCESS_PEAKS.get("workers", {}).values(), default=0.0)
+    return f"{own:.0f} / {workers:.0f}"
 
 
 def model_mib(src: Path) -> float:
@@ -153,9 +210,9 @@ def main() -> None:
     print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(
         "| nodes (model) | target | steps | fix s | cpu s | goal s | peak MiB | base MiB | model MiB | memory x model (goal <= 3) "
-        "| onnxruntime alone MiB (x model) | after | replay bit for bit |"
+        "| its own process / its largest worker MiB (sampled) | onnxruntime alone MiB (x model) | after | replay bit for bit |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         tiny = Path(tmp) / "base.onnx"
         onnx.save(transformer_stack(200), str(tiny))
@@ -184,7 +241,7 @@ def main() -> None:
                 if rc is None:
                     print(
                         f"| {label} | {target} | ? | > {args.timeout:.0f} (stopped) | {cpu:.0f} | {'-' if goal is None else f'{goal:.0f} ✗'} | {peak:.0f} | "
-                        f"{base[target]:.0f} | {size:.0f} | ? | {backend} | - | - |",
+                        f"{base[target]:.0f} | {size:.0f} | ? | {split_peaks()} | {backend} | - | - |",
                         flush=True,
                     )
                     continue
@@ -208,7 +265,7 @@ def main() -> None:
                 print(
                     f"| {label} | {target} | {steps} | {seconds:.1f} | {cpu:.1f} | {'-' if goal is None else f'{goal:.0f} ' + ('✓' if seconds <= goal else '✗')} "
                     f"| {peak:.0f} | {base[target]:.0f} | {size:.0f} | {times:.1f} "
-                    f"{'✓' if times <= MEMORY_GOAL else '✗'} | {backend} | {after.group(1) if after else f'exit {rc}'} | {same} |",
+                    f"{'✓' if times <= MEMORY_GOAL else '✗'} | {split_peaks()} | {backend} | {after.group(1) if after else f'exit {rc}'} | {same} |",
                     flush=True,
                 )
                 if args.split:
@@ -226,7 +283,7 @@ def split_row(src, label, target, size, base, backend, tmp: Path, timeout: float
     done = f"{parts} parts" if rc == 0 else "stopped" if rc is None else f"exit {rc}"
     print(
         f"| {label} | split {target} | {done} | {seconds:.1f} | {cpu:.1f} | - | {peak:.0f} | {base:.0f} | {size:.0f} "
-        f"| {times:.1f} {'✓' if times <= MEMORY_GOAL else '✗'} | {backend} | - | - |",
+        f"| {times:.1f} {'✓' if times <= MEMORY_GOAL else '✗'} | {split_peaks()} | {backend} | - | - |",
         flush=True,
     )
 
