@@ -55,28 +55,20 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _browser import ARGS, CHROMIUM, free_port, start_server, stop_server  # noqa: E402
 from _models import transformer_stack  # noqa: E402
+from _procs import children, peak_mib  # noqa: E402
 
 BIG = Path("~/.cache/onnx-surgery/big/llama-1b/model.onnx").expanduser()  # bench/corpus/export_big.py's
 NETRON = Path("~/.cache/onnx-surgery/netron").expanduser()  # pip install --target DIR netron
 
 
 def peak_rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+    return peak_mib(pid) or 0.0
 
 
 def workers_peak_rss_mib(pid: int) -> float:
     """The highest peak RSS among the server's worker processes still alive (its pooled workers: shape
     inference, onnxruntime's checks)."""
-    kids = []
-    for task in Path(f"/proc/{pid}/task").iterdir():  # a child is listed under the thread that started it
-        try:
-            kids += (task / "children").read_text().split()
-        except OSError:
-            continue
-    return max([0.0, *(peak_rss_mib(int(k)) for k in kids)])
+    return max([0.0, *(peak_mib(k) or 0.0 for k in children(pid))])
 
 
 def external_model(folder: Path, gib: float):

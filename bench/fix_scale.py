@@ -29,7 +29,6 @@ is printed with the figures: on a shared 2-core machine a busy neighbour doubles
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import re
 import signal
@@ -45,6 +44,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT))
 
 from _models import transformer_stack  # noqa: E402
+from _procs import children, peak_mib  # noqa: E402
 
 TARGETS = ["tensorrt-static@8.2", "tensorrt-static@8.6", "tensorrt-static@10.15", "onnxruntime"]
 MEMORY_GOAL = 3.0  # x the model's size in memory
@@ -83,27 +83,6 @@ def run_split(src: Path, target: str, folder: Path, timeout: float) -> tuple[flo
 PROCESS_PEAKS: dict[str, dict[int, float]] = {}  # run_cli's last run: {"own": {pid: MiB}, "workers": {...}}
 
 
-def _children(pid: int) -> list[int]:
-    kids = []
-    try:
-        for task in Path(f"/proc/{pid}/task").iterdir():  # a child is listed under the thread that started it
-            with contextlib.suppress(OSError):
-                kids += [int(k) for k in (task / "children").read_text().split()]
-    except OSError:
-        pass
-    return kids
-
-
-def _hwm_mib(pid: int) -> float | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        return None
-    return None
-
-
 def _sample_peaks(launcher: int, done: threading.Event) -> None:
     """Every 50 ms until `done`: the peak (VmHWM) of the command's own process (the launcher's child) and of each
     process it started (its workers: verification, shape inference, checks), by pid, into PROCESS_PEAKS."""
@@ -111,14 +90,14 @@ def _sample_peaks(launcher: int, done: threading.Event) -> None:
     workers: dict[int, float] = {}
     PROCESS_PEAKS.update(own=own, workers=workers)
     while not done.is_set():
-        for pid in _children(launcher):
+        for pid in children(launcher):
             stack, into = [pid], own
             while stack:
                 q = stack.pop()
-                hwm = _hwm_mib(q)
+                hwm = peak_mib(q)
                 if hwm is not None:
                     into[q] = max(into.get(q, 0.0), hwm)
-                stack += _children(q)
+                stack += children(q)
                 into = workers
         done.wait(0.05)
 

@@ -30,6 +30,13 @@ def start(port: int, state: Path, rules: Path) -> subprocess.Popen:
         pytest.fail(str(exc))
 
 
+def new_page(browser):
+    """A page at 1600x1000 that waits up to 90 s (2 shared cores in CI)."""
+    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    page.set_default_timeout(90_000)
+    return page
+
+
 def test_a_fix_survives_killing_the_server_and_reloading(tmp_path):
     from playwright.sync_api import sync_playwright
 
@@ -38,8 +45,7 @@ def test_a_fix_survives_killing_the_server_and_reloading(tmp_path):
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-            page = browser.new_page(viewport={"width": 1600, "height": 1000})
-            page.set_default_timeout(90_000)
+            page = new_page(browser)
             page.goto(f"http://127.0.0.1:{port}")
             page.wait_for_selector('[data-testid="stApp"]', timeout=60_000)
             settle(page)
@@ -92,8 +98,7 @@ def test_the_start_model_is_read_ahead_and_drawn_when_the_page_is_opened(tmp_pat
         time.sleep(1.0)  # as a person opening the printed address: the model is read by then
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-            page = browser.new_page(viewport={"width": 1600, "height": 1000})
-            page.set_default_timeout(90_000)
+            page = new_page(browser)
             page.goto(url)
             page.locator(".wb-title b", has_text="start.onnx").wait_for()
             page.get_by_text("2000 nodes collapsed into").first.wait_for()
@@ -120,8 +125,7 @@ def test_two_tabs_applying_on_one_session_lose_nothing(tmp_path):
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-            a = browser.new_page(viewport={"width": 1600, "height": 1000})
-            a.set_default_timeout(90_000)
+            a = new_page(browser)
             a.goto(f"http://127.0.0.1:{port}")
             a.wait_for_selector('[data-testid="stApp"]', timeout=60_000)
             settle(a)
@@ -129,8 +133,7 @@ def test_two_tabs_applying_on_one_session_lose_nothing(tmp_path):
             settle(a)
             a.wait_for_function("() => new URLSearchParams(location.search).get('session')")
             sid = a.url.split("session=")[1].split("&")[0]
-            b = browser.new_page(viewport={"width": 1600, "height": 1000})
-            b.set_default_timeout(90_000)
+            b = new_page(browser)
             b.goto(a.url)
             b.wait_for_selector('[data-testid="stApp"]', timeout=60_000)
             settle(b)
@@ -167,8 +170,7 @@ def test_a_page_address_that_is_a_fresh_servers_first_request_opens_that_page_in
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-            page = browser.new_page(viewport={"width": 1600, "height": 1000})
-            page.set_default_timeout(90_000)
+            page = new_page(browser)
             page.goto(f"http://127.0.0.1:{port}/build")
             page.get_by_role("heading", name="Test build").wait_for()
             nav = page.locator('[data-testid="stSidebarNav"]')
