@@ -236,20 +236,24 @@ def _run(model: ModelProto, feeds, base_dir):
     return _in_worker(RUN_IN_WORKER, model, feeds, base_dir)
 
 
-def _in_worker(worker: str, model: ModelProto | bytes, payload, base_dir, *more):
-    """`worker` ("module:function") called in an isolated process on the serialized model, `payload` and the
-    folder of its external data; a missing input is a ValueError, a crash or a time-out a RuntimeError naming
-    onnxruntime ("onnxruntime crashed: signal 8 (SIGFPE)")."""
+def _in_worker(worker: str, model: ModelProto | bytes, payload, base_dir, patch: bytes = b""):
+    """`worker` ("module:function") called in an isolated process on the serialized model, `payload`, the
+    folder of its external data and `patch` (bytes the worker's onnxruntime merges into the model, with what
+    makes a ModelProto runnable: surgery.ort.runnable_patch; a caller giving bytes gives that in `patch`); a
+    missing input is a ValueError, a crash or a time-out a RuntimeError naming onnxruntime ("onnxruntime
+    crashed: signal 8 (SIGFPE)")."""
     from surgery.isolate import BackendCrash, call_isolated
+    from surgery.ort import runnable_patch
 
-    data = model if isinstance(model, bytes) else model.SerializeToString()
+    if not isinstance(model, bytes):
+        model, patch = model.SerializeToString(), patch + runnable_patch(model)
     try:
         return call_isolated(
             worker,
-            data,
+            model,
             payload,
             str(base_dir) if base_dir is not None else None,
-            *more,
+            patch,
             timeout=RUN_TIMEOUT_S,
         )
     except BackendCrash as exc:
@@ -385,16 +389,12 @@ RUN_FIRST_IN_WORKER = "surgery.verify:run_first"
 def run_first(
     data: bytes, feed_sets: list[dict], base_dir: str | None = None, patch: bytes = b""
 ) -> tuple[int, dict]:
-    """The worker's side of `_run_first`: one session of the serialized model (`patch` merged into it: parsed
-    as `data + patch` would be, without that copy of the model), run on each set of inputs in turn until one
-    runs: (its index, every output). Raises the first set's failure when none runs."""
-    from surgery.ort import make_session
+    """The worker's side of `_run_first`: one session of the serialized model (`patch` merged into it: see
+    surgery.ort.serialized_session), run on each set of inputs in turn until one runs: (its index, every
+    output). Raises the first set's failure when none runs."""
+    from surgery.ort import serialized_session
 
-    model = ModelProto()
-    model.ParseFromString(data)
-    if patch:
-        model.MergeFromString(patch)
-    sess = make_session(model, base_dir)
+    sess = serialized_session(data, base_dir, patch)
     names = [o.name for o in sess.get_outputs()]
     wanted = {i.name for i in sess.get_inputs()}
     first = None
@@ -416,8 +416,7 @@ def _run_first(
 ) -> tuple[int, dict]:
     """`run_first` in an isolated worker (see `_run`); `model` may be given serialized already, `patch` merged
     into it there."""
-    extra = (patch,) if patch else ()
-    return tuple(_in_worker(RUN_FIRST_IN_WORKER, model, feed_sets, base_dir, *extra))
+    return tuple(_in_worker(RUN_FIRST_IN_WORKER, model, feed_sets, base_dir, patch))
 
 
 def _run_or_cone(reference, original, changed, feeds, base_dir):
@@ -809,6 +808,8 @@ def _verify_region(original, changed, region, base_dir, feeds, seed, safety, rto
     original's (see REGION_FROM_NODES for when that comparison stands). None where either does not run."""
     from onnx import GraphProto, helper
 
+    from surgery.ort import runnable_patch
+
     inputs = {i.name for i in original.graph.input}
     declared = {o.name for o in original.graph.output}
     extra = [n for n in dict.fromkeys(region.inputs + region.outputs) if n not in inputs | declared]
@@ -820,7 +821,7 @@ def _verify_region(original, changed, region, base_dir, feeds, seed, safety, rto
         dims = _input_dims(original, changed, dims)
         made = None if feeds is not None else _feed_sets(original, changed, seed, dims)
         sets = [feeds] if made is None else [d.arrays for d in made]
-        k, a = _run_first(data, sets, base_dir, patch.SerializeToString())
+        k, a = _run_first(data, sets, base_dir, patch.SerializeToString() + runnable_patch(original))
         del data
         used, drawn = sets[k], {} if made is None else made[k].drawn
         values = {n: used[n] if n in inputs else a[n] for n in region.inputs}
