@@ -337,6 +337,60 @@ def open_in_netron(
         server.wait()
 
 
+# Streamlit's own floor: a page holding one component that marks itself drawn on its first frame (no graph, no
+# widgets), served by `streamlit run` and timed on the page's clock as the app is: what any Streamlit page costs
+# before it draws anything of its own. The app's open is this plus its drawing and its page's widgets.
+FLOOR_JS = """export default function ({ parentElement }) {
+  const el = parentElement.querySelector('div');
+  requestAnimationFrame(() => { el.setAttribute('data-drawn', '1'); globalThis.__onnxSurgeryGraph = { el }; });
+}"""
+FLOOR_PAGE = f"""import streamlit as st
+st.set_page_config(page_title="floor", layout="wide")
+st.components.v2.component("bench_floor", html="<div>drawn</div>", js={FLOOR_JS!r})(key="floor")
+"""
+
+
+def open_streamlit_floor(browser, folder: Path, context=None, port: int | None = None) -> float:
+    """Seconds from the page request until FLOOR_PAGE's component is drawn, on the page's clock. `context`,
+    `port`: as open_and_time's."""
+    import subprocess
+    import urllib.request
+
+    script = folder / "streamlit_floor.py"
+    script.write_text(FLOOR_PAGE)
+    port = port or free_port()
+    cmd = [sys.executable, "-m", "streamlit", "run", str(script), "--server.port", str(port)]
+    cmd += [
+        "--server.address",
+        "127.0.0.1",
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+    ]
+    server = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(150):
+            try:
+                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=1).read() == b"ok":
+                    break
+            except OSError:
+                time.sleep(0.2)
+        page = context.new_page() if context else browser.new_page(viewport={"width": 1600, "height": 1000})
+        page.add_init_script(DRAWN_CLOCK)
+        page.goto(url)
+        page.wait_for_function("() => globalThis.__benchDrawnAt !== undefined")
+        opened = page.evaluate("() => globalThis.__benchDrawnAt") / 1000
+        page.close()
+        print(f"  Streamlit's floor page drawn at {opened:.2f} s on the page's clock")
+        return opened
+    finally:
+        stop_server(server)
+
+
 # `check` beside Netron (issue 30: "the app and `check` on a 2 GiB model within 1.5x Netron's open time"): the CLI
 # in a new process, as a person or CI runs it, the verdict cache off (each run does the work)
 CHECK_TARGETS = ("onnxruntime", "tensorrt-static@10.15")
@@ -396,13 +450,19 @@ def beside_netron(
     size = {"width": 1600, "height": 1000}
     kept = {"context": None, "port": None}
     kept_netron = dict(kept)
+    kept_floor = dict(kept)
+    streamlit_floor = []
+    folder = floor.parent  # the run's temporary folder
     if returning:
         kept = {"context": browser.new_context(viewport=size), "port": free_port()}
         kept_netron = {"context": browser.new_context(viewport=size), "port": free_port()}
+        kept_floor = {"context": browser.new_context(viewport=size), "port": free_port()}
         open_and_time(browser, floor, None, late=late, **kept)  # fills the cache: not counted
         open_in_netron(browser, models[0], netron_path, weight_files(models[0]), **kept_netron)
+        open_streamlit_floor(browser, folder, **kept_floor)
     for r in range(repeat):
         base.append(open_and_time(browser, floor, None, late=late, **kept)[-3])  # its rss_drawn
+        streamlit_floor.append(open_streamlit_floor(browser, folder, **kept_floor))
         for m in models:
             weights = weight_files(m)
             seen = {}
@@ -424,7 +484,7 @@ def beside_netron(
             for run in (in_app, in_netron) if r % 2 == 0 else (in_netron, in_app):
                 run()
             checks[m].append(tuple(check_seconds(m, target) for target in CHECK_TARGETS))
-    for ctx in (kept["context"], kept_netron["context"]):
+    for ctx in (kept["context"], kept_netron["context"], kept_floor["context"]):
         if ctx is not None:
             ctx.close()
     rows = []
@@ -467,7 +527,14 @@ def beside_netron(
         + "\n|"
         + "---|" * (12 + len(CHECK_TARGETS))
     )
-    return [head, *rows]
+    first_netron = statistics.median(x[0] for x in net[models[0]])
+    floor_open = statistics.median(streamlit_floor)
+    tail = (
+        f"\nStreamlit's floor (a page with one component drawn on its first frame, nothing else: FLOOR_PAGE):"
+        f" {spread(streamlit_floor)} s, {floor_open / first_netron:.2f}x Netron's open of {models[0].name}"
+        f" (the goal, 1.5x Netron, leaves {1.5 * first_netron - floor_open:+.2f} s above it for the app's own page)"
+    )
+    return [head, *rows, tail]
 
 
 def main() -> None:
