@@ -21,7 +21,8 @@ nodes); peak memory <= 3x the model's size in memory. The model's size is what l
 command on a 200-node stack (the interpreter, onnx, onnxruntime: what any fix costs). Beside it, what onnxruntime
 alone needs for the same file: a process that makes its session (as the check and the verification make theirs)
 and runs it once on seeded inputs, its peak less the same on the 200-node stack, also as a multiple of the
-model: a fix that checks or verifies on onnxruntime holds at least that. Beside the peak, which process it was:
+model: a fix that checks or verifies on onnxruntime holds at least that; and the same for the fixed model (the
+file the fix wrote), which verification runs too: the fix's memory over the larger of the two is its own cost. Beside the peak, which process it was:
 the command's own and its largest worker's (verification, checks), each sampled every 50 ms. The machine's load
 is printed with the figures: on a shared 2-core machine a busy neighbour doubles them.
 """
@@ -189,9 +190,10 @@ def main() -> None:
     print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(
         "| nodes (model) | target | steps | fix s | cpu s | goal s | peak MiB | base MiB | model MiB | memory x model (goal <= 3) "
-        "| its own process / its largest worker MiB (sampled) | onnxruntime alone MiB (x model) | after | replay bit for bit |"
+        "| its own process / its largest worker MiB (sampled) | onnxruntime alone MiB (x model) "
+        "| onnxruntime alone on the fixed model MiB (x model) | fix / the larger of those two | after | replay bit for bit |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         tiny = Path(tmp) / "base.onnx"
         onnx.save(transformer_stack(200), str(tiny))
@@ -220,7 +222,7 @@ def main() -> None:
                 if rc is None:
                     print(
                         f"| {label} | {target} | ? | > {args.timeout:.0f} (stopped) | {cpu:.0f} | {'-' if goal is None else f'{goal:.0f} ✗'} | {peak:.0f} | "
-                        f"{base[target]:.0f} | {size:.0f} | ? | {split_peaks()} | {backend} | - | - |",
+                        f"{base[target]:.0f} | {size:.0f} | ? | {split_peaks()} | {backend} | - | - | - | - |",
                         flush=True,
                     )
                     continue
@@ -241,10 +243,15 @@ def main() -> None:
                         else "NO"
                     )
                 times = (peak - base[target]) / size if size > 0 else float("nan")
+                # verification runs both models on onnxruntime: the larger run is what the fix cannot go below
+                fixed_alone = backend_mib(out) - floor if out.exists() else float("nan")
+                fixed = f"{fixed_alone:.0f} ({fixed_alone / size:.1f}x)" if size > 0 else f"{fixed_alone:.0f}"
+                over = (peak - base[target]) / max(alone, fixed_alone) if out.exists() else float("nan")
                 print(
                     f"| {label} | {target} | {steps} | {seconds:.1f} | {cpu:.1f} | {'-' if goal is None else f'{goal:.0f} ' + ('✓' if seconds <= goal else '✗')} "
                     f"| {peak:.0f} | {base[target]:.0f} | {size:.0f} | {times:.1f} "
-                    f"{'✓' if times <= MEMORY_GOAL else '✗'} | {split_peaks()} | {backend} | {after.group(1) if after else f'exit {rc}'} | {same} |",
+                    f"{'✓' if times <= MEMORY_GOAL else '✗'} | {split_peaks()} | {backend} | {fixed} | {over:.2f} "
+                    f"| {after.group(1) if after else f'exit {rc}'} | {same} |",
                     flush=True,
                 )
                 if args.split:
@@ -262,7 +269,7 @@ def split_row(src, label, target, size, base, backend, tmp: Path, timeout: float
     done = f"{parts} parts" if rc == 0 else "stopped" if rc is None else f"exit {rc}"
     print(
         f"| {label} | split {target} | {done} | {seconds:.1f} | {cpu:.1f} | - | {peak:.0f} | {base:.0f} | {size:.0f} "
-        f"| {times:.1f} {'✓' if times <= MEMORY_GOAL else '✗'} | {split_peaks()} | {backend} | - | - |",
+        f"| {times:.1f} {'✓' if times <= MEMORY_GOAL else '✗'} | {split_peaks()} | {backend} | - | - | - | - |",
         flush=True,
     )
 
