@@ -30,7 +30,8 @@ figures: the app's open time against 1.5x Netron's (medians), `check`'s (the CLI
 onnxruntime and tensorrt-static@10.15, verdict cache off) against the same, and the server's memory
 growth (its peak when drawn, less the 40-node server's) against 2x the graph file (the .onnx without its external
 data); and how much of the weight files was read by the time the graph was drawn (page cache dropped first,
-resident pages counted after: bench/llm_scale.py).
+resident pages counted after: bench/llm_scale.py). Under the table, Streamlit's own floor beside Netron: a page
+with one component drawn on its first frame and nothing else (FLOOR_PAGE), opened in each round as the app is.
 
 The machine's load average is printed with the figures: on a shared 2-core machine a busy neighbour doubles them.
 Each model is opened `--repeat` times (a new server each time); the table gives the median and the range.
