@@ -160,7 +160,8 @@ def serialized_session(data: bytes, base_dir: str | None = None, patch: bytes = 
     """An onnxruntime CPU session (`make_session`'s options) on a serialized model, `patch` merged into it as
     protobuf merges appended bytes (`runnable_patch`, extra outputs). What an isolated worker makes: onnxruntime
     parses the bytes itself, with no Python copy of the model beside them (parsed here and serialized again,
-    RetinaNet with its 124 MiB of weights inline peaked at 1,000 MiB in the worker; handed over, 650)."""
+    RetinaNet with its 123 MiB of weights inline grew the worker by 809 MiB; handed over, by 455, what
+    onnxruntime's own call grows by: bench/worker_memory.py)."""
     import onnxruntime as ort
 
     so = _options(False, None, {})
