@@ -59,6 +59,12 @@ def start_server(
     )
     cmd, env = build_command(args)
     env.update(env_extra or {})
+    return serve(cmd, env, port)
+
+
+def serve(cmd: list[str], env: dict, port: int) -> tuple[subprocess.Popen, str]:
+    """A Streamlit server started by `cmd` on 127.0.0.1:`port`, in a process group of its own: the process and
+    the URL once it says it is healthy; RuntimeError when it does not within 30 s."""
     proc = subprocess.Popen(
         cmd,
         env=env,

@@ -54,7 +54,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _browser import ARGS, CHROMIUM, free_port, start_server, stop_server  # noqa: E402
+from _browser import ARGS, CHROMIUM, free_port, serve, start_server, stop_server  # noqa: E402
 from _models import transformer_stack  # noqa: E402
 from _procs import children, peak_mib  # noqa: E402
 
@@ -354,32 +354,14 @@ st.components.v2.component("bench_floor", html="<div>drawn</div>", js={FLOOR_JS!
 def open_streamlit_floor(browser, folder: Path, context=None, port: int | None = None) -> float:
     """Seconds from the page request until FLOOR_PAGE's component is drawn, on the page's clock. `context`,
     `port`: as open_and_time's."""
-    import subprocess
-    import urllib.request
-
     script = folder / "streamlit_floor.py"
     script.write_text(FLOOR_PAGE)
     port = port or free_port()
     cmd = [sys.executable, "-m", "streamlit", "run", str(script), "--server.port", str(port)]
-    cmd += [
-        "--server.address",
-        "127.0.0.1",
-        "--server.headless",
-        "true",
-        "--browser.gatherUsageStats",
-        "false",
-    ]
-    server = subprocess.Popen(
-        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
-    )
+    cmd += ["--server.address", "127.0.0.1", "--server.headless", "true"]
+    cmd += ["--browser.gatherUsageStats", "false"]
+    server, url = serve(cmd, dict(os.environ), port)
     try:
-        url = f"http://127.0.0.1:{port}"
-        for _ in range(150):
-            try:
-                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=1).read() == b"ok":
-                    break
-            except OSError:
-                time.sleep(0.2)
         page = context.new_page() if context else browser.new_page(viewport={"width": 1600, "height": 1000})
         page.add_init_script(DRAWN_CLOCK)
         page.goto(url)
